@@ -1,0 +1,330 @@
+"""The ``graphroute`` command line.
+
+Every command is a thin layer over :class:`~graphroute.core.engine.GraphRoute`. Config
+problems exit with code 2 and a message that names the file, line, stage and fix - never a
+traceback (set ``GRAPHROUTE_DEBUG=1`` to see one anyway).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from .config import RouteConfigError, list_routes, load_route, overrides_from_cli
+from .registry import PluginError, get_registry, skipped_builtins
+from .settings import DEFAULT_STORE, Settings
+from .store import StoreError
+
+app = typer.Typer(
+    name="graphroute",
+    help="Plugin-based retrieval: index documents, then answer questions through declarative routes.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+routes_app = typer.Typer(help="List shipped and user routes, or show one fully resolved.", invoke_without_command=True)
+app.add_typer(routes_app, name="routes")
+
+out = Console()
+err = Console(stderr=True)
+
+StoreOpt = Annotated[
+    str | None,
+    typer.Option("--store", help=f"store directory or neo4j:// URI [env GRAPHROUTE_STORE, default {DEFAULT_STORE}]"),
+]
+GroupOpt = Annotated[str | None, typer.Option("--group", "-g", help="group (corpus) name [env GRAPHROUTE_GROUP]")]
+SetOpt = Annotated[list[str] | None, typer.Option("--set", help="override a parameter: STAGE_ID.PARAM=VALUE")]
+DisableOpt = Annotated[list[str] | None, typer.Option("--disable", help="switch a stage off by id")]
+EnableOpt = Annotated[list[str] | None, typer.Option("--enable", help="switch a stage on by id")]
+
+
+class UserError(Exception):
+    """An error whose message is the whole story (exit code in ``code``)."""
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
+    err.print(f"[bold red]error:[/] {message}", highlight=False, markup=True, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def settings_for(store: str | None, group: str | None) -> Settings:
+    s = Settings()
+    if store:
+        s.store = store
+    if group:
+        s.group = group
+    return s
+
+
+def engine(store: str | None, group: str | None) -> Any:
+    from .engine import GraphRoute
+
+    return GraphRoute(settings=settings_for(store, group))
+
+
+# --------------------------------------------------------------------------- plugins
+
+
+@app.command()
+def plugins(as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False) -> None:
+    """Show installed plugins and the stages and components each contributes."""
+    reg = get_registry()
+    rows = reg.plugins()
+    if as_json:
+        print(json.dumps({"plugins": rows, "skipped": skipped_builtins()}, indent=2))
+        return
+    table = Table(title="graphroute plugins", show_lines=False)
+    table.add_column("plugin")
+    table.add_column("kind")
+    table.add_column("names")
+    for r in rows:
+        origin = "built-in" if r["builtin"] else (r["distribution"] or "third-party")
+        first = True
+        for kind, names in sorted(r["contributes"].items()):
+            table.add_row(f"{r['name']} ({origin})" if first else "", kind, ", ".join(names))
+            first = False
+        if first:
+            table.add_row(f"{r['name']} ({origin})", "-", "-")
+    out.print(table)
+    for mod, why in skipped_builtins().items():
+        err.print(f"[yellow]not loaded:[/] {mod}: {why}")
+
+
+# --------------------------------------------------------------------------- routes
+
+
+@routes_app.callback()
+def routes_list(ctx: typer.Context) -> None:
+    """List routes (shipped ones and those in $GRAPHROUTE_ROUTES)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    import yaml
+
+    table = Table(title="routes")
+    table.add_column("name")
+    table.add_column("description")
+    table.add_column("file")
+    for name, path in list_routes().items():
+        try:
+            desc = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("description", "")
+        except Exception as exc:  # a broken user route still shows up, with its problem
+            desc = f"(unreadable: {exc})"
+        table.add_row(name, str(desc).strip().splitlines()[0] if desc else "", str(path))
+    out.print(table)
+
+
+@routes_app.command("show")
+def routes_show(
+    name: Annotated[str, typer.Argument(help="route name or YAML path")],
+    set_: SetOpt = None,
+    disable: DisableOpt = None,
+    enable: EnableOpt = None,
+) -> None:
+    """Print the fully resolved route YAML (after extends, environment and overrides)."""
+    ov = overrides_from_cli(set_ or [], disable or [], enable or [])
+    resolved = load_route(name, get_registry(), overrides=ov)
+    print(resolved.to_yaml(), end="")
+
+
+# --------------------------------------------------------------------------- query
+
+
+@app.command()
+def query(
+    question: Annotated[str, typer.Argument(help="the question")],
+    route: Annotated[str, typer.Option("--route", "-r", help="route name or YAML path")] = "route1s_sentence",
+    store: StoreOpt = None,
+    group: GroupOpt = None,
+    set_: SetOpt = None,
+    disable: DisableOpt = None,
+    enable: EnableOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print answer, citations, evidence and trace as JSON")] = False,
+) -> None:
+    """Answer a question through a route."""
+    ov = overrides_from_cli(set_ or [], disable or [], enable or [])
+    gr = engine(store, group)
+    resolved = gr.route(route, ov)
+    if not gr.store.counts(gr.group).get("nodes"):
+        raise UserError(
+            f"group '{gr.group}' in store '{gr.store.location}' is empty; index documents first: "
+            f"graphroute index PATH --group {gr.group}"
+        )
+    from .runner import run_route
+
+    result = run_route(resolved, question, gr.services())
+    if as_json:
+        print(json.dumps(result.to_public_json(), indent=2, ensure_ascii=False))
+        return
+    out.print(f"[bold]Q:[/] {question}", highlight=False)
+    out.print(f"[bold]A:[/] {result.answer}", highlight=False)
+    for c in result.citations:
+        where = c.document + (f" > {c.section_path}" if c.section_path and c.section_path != c.document else "")
+        out.print(f"  [{c.index}] {where}", highlight=False, markup=False)
+    out.print(f"[dim]{result.route} · {result.duration_ms:.0f} ms · {len(result.evidence)} evidence[/]")
+
+
+# --------------------------------------------------------------------------- index / stats
+
+
+@app.command()
+def index(
+    paths: Annotated[list[Path], typer.Argument(help="files or folders to index")],
+    store: StoreOpt = None,
+    group: GroupOpt = None,
+    profile: Annotated[str | None, typer.Option("--profile", help="index profile name or YAML path")] = None,
+    remove_missing: Annotated[bool, typer.Option("--remove-missing", help="remove indexed documents whose files are gone")] = False,
+    sweep_thresholds: Annotated[bool, typer.Option("--sweep-thresholds", help="report RELATED_TO edges, density and cross-document ratio for 0.80..0.95")] = False,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Index documents: load, parse into the skeleton, embed, build edges and the entity graph."""
+    gr = engine(store, group)
+    report = gr.index(paths, profile=profile, remove_missing=remove_missing)
+    data = report.to_json() if hasattr(report, "to_json") else report
+    if sweep_thresholds:
+        from .sweep import threshold_sweep
+
+        data["sweep"] = threshold_sweep(gr.store, gr.group)
+    if as_json:
+        print(json.dumps(data, indent=2))
+    else:
+        _print_index_report(data)
+    if data.get("indexed", 0) == 0 and data.get("failed"):
+        raise typer.Exit(1)
+
+
+def _print_index_report(data: dict[str, Any]) -> None:
+    out.print(
+        f"[bold]indexed[/] {data.get('indexed', 0)} · unchanged {data.get('unchanged', 0)} · "
+        f"removed {data.get('removed', 0)} · failed {len(data.get('failed', []))} "
+        f"in {data.get('seconds', 0):.1f} s",
+        highlight=False,
+    )
+    for f in data.get("failed", []):
+        err.print(f"[yellow]skipped[/] {f['path']}: {f['reason']}", highlight=False, markup=True)
+    if "sweep" in data:
+        table = Table(title="RELATED_TO threshold sweep")
+        for col in ("threshold", "edges", "density", "cross_document_ratio", "within_budget"):
+            table.add_column(col)
+        for row in data["sweep"]:
+            table.add_row(*(str(row[c]) for c in ("threshold", "edges", "density", "cross_document_ratio", "within_budget")))
+        out.print(table)
+
+
+@app.command()
+def stats(
+    store: StoreOpt = None,
+    group: GroupOpt = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Node counts by label, edge counts by type, and what the index steps reported."""
+    gr = engine(store, group)
+    data = gr.stats()
+    if as_json:
+        print(json.dumps(data, indent=2))
+        return
+    table = Table(title=f"group {data['group']} ({data['backend']})")
+    table.add_column("what")
+    table.add_column("count", justify="right")
+    for label, n in sorted(data["nodes"].items()):
+        table.add_row(f"nodes:{label}", str(n))
+    for et, n in sorted(data["edges"].items()):
+        table.add_row(f"edges:{et}", str(n))
+    for sp, n in sorted(data["vectors"].items()):
+        table.add_row(f"vectors:{sp}", str(n))
+    out.print(table)
+    if data.get("index"):
+        out.print_json(data=data["index"])
+
+
+# --------------------------------------------------------------------------- demo
+
+
+@app.command()
+def demo(
+    corpus: Annotated[Path, typer.Option(help="sample documents")] = Path("examples/sample_corpus"),
+    store: StoreOpt = None,
+    route: Annotated[str, typer.Option("--route", "-r")] = "route1s_sentence",
+) -> None:
+    """Index the sample corpus offline and answer its sample questions."""
+    if not corpus.is_dir():
+        raise UserError(f"sample corpus {corpus} not found; run from the repository root or pass --corpus DIR")
+    gr = engine(store or os.path.join(".graphroute", "demo"), "demo")
+    report = gr.index([corpus])
+    data = report.to_json() if hasattr(report, "to_json") else report
+    _print_index_report(data)
+    qfile = corpus / "questions.txt"
+    questions = [q.strip() for q in qfile.read_text(encoding="utf-8").splitlines() if q.strip()] if qfile.exists() else []
+    for q in questions:
+        result = gr.query(q, route=route)
+        out.rule()
+        out.print(f"[bold]Q:[/] {q}", highlight=False)
+        out.print(f"[bold]A:[/] {result.answer}", highlight=False)
+        for c in result.citations:
+            out.print(f"  [{c.index}] {c.document} > {c.section_path}", highlight=False, markup=False)
+        out.print(f"[dim]{result.route} · {result.duration_ms:.0f} ms[/]")
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def _register_plugin_commands() -> None:
+    try:
+        get_registry().pm.hook.register_commands(cli=app)
+    except PluginError:
+        pass  # reported by the command itself
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point: maps known errors to clean messages and exit codes."""
+    debug = bool(os.environ.get("GRAPHROUTE_DEBUG"))
+    try:
+        _register_plugin_commands()
+        app(args=argv, standalone_mode=False)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except RouteConfigError as exc:
+        if debug:
+            raise
+        err.print(f"[bold red]route config error:[/] {exc.render()}", highlight=False, markup=True, soft_wrap=True)
+        sys.exit(2)
+    except PluginError as exc:
+        if debug:
+            raise
+        err.print(f"[bold red]plugin error:[/] {exc}", highlight=False, soft_wrap=True)
+        sys.exit(2)
+    except (UserError, StoreError) as exc:
+        if debug:
+            raise
+        err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        sys.exit(getattr(exc, "code", 1))
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        sys.exit(130)
+    except Exception as exc:  # click usage errors and the unexpected
+        import click
+
+        if isinstance(exc, click.exceptions.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        if isinstance(exc, click.exceptions.Abort):
+            sys.exit(1)
+        if debug:
+            raise
+        err.print(f"[bold red]error:[/] {type(exc).__name__}: {exc}", highlight=False, soft_wrap=True)
+        err.print("[dim]set GRAPHROUTE_DEBUG=1 for a traceback[/]")
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

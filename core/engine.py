@@ -1,0 +1,132 @@
+"""The Python API: one object that opens a store and indexes and queries groups.
+
+    from graphroute.core import GraphRoute
+
+    gr = GraphRoute(store=".graphroute", group="docs")
+    gr.index(["handbook.md"])
+    result = gr.query("Who approves travel?", route="route1s_sentence",
+                      overrides={"keyword_overlap.enabled": False})
+    print(result.answer, result.trace)
+
+The CLI and the HTTP server are thin layers over this class, so the three behave the same.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .config import Overrides, ResolvedRoute, load_route, overrides_from_mapping
+from .models import QueryResult
+from .registry import Registry, get_registry
+from .runner import run_route
+from .services import Services
+from .settings import Settings
+from .store import GraphStore, StoreError
+
+
+def open_store(location: str, *, settings: Settings | None = None, registry: Registry | None = None) -> GraphStore:
+    """Open a store location with the first backend that handles it (a directory means the
+    embedded store; ``neo4j://`` / ``bolt://`` URIs the Neo4j store)."""
+    registry = registry or get_registry()
+    settings = settings or Settings()
+    for entry in registry.stores.entries.values():
+        if entry.cls.handles(location):
+            backend = entry.cls()
+            return backend.open(location, settings=settings)
+    known = ", ".join(registry.stores.names()) or "none"
+    raise StoreError(f"no store backend handles {location!r} (installed backends: {known})")
+
+
+class GraphRoute:
+    """A store plus the services (models, clients) that routes use; thread-safe for queries."""
+
+    def __init__(
+        self,
+        store: str | GraphStore | None = None,
+        group: str | None = None,
+        *,
+        settings: Settings | None = None,
+        registry: Registry | None = None,
+    ) -> None:
+        self.settings = settings or Settings()
+        self.registry = registry or get_registry()
+        if isinstance(store, GraphStore):
+            self.store = store
+        else:
+            self.store = open_store(store or self.settings.store, settings=self.settings, registry=self.registry)
+        self.group = group or self.settings.group
+        self._services: dict[str, Services] = {}
+        self._routes: dict[tuple[str, str], ResolvedRoute] = {}
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ services
+    def services(self, group: str | None = None) -> Services:
+        group = group or self.group
+        with self._lock:
+            svc = self._services.get(group)
+            if svc is None:
+                from .llm import llm_factory
+
+                svc = Services(
+                    self.store, group, settings=self.settings, registry=self.registry,
+                    llm_factory=llm_factory(self.settings, self.registry),
+                )
+                self._services[group] = svc
+            return svc
+
+    # ------------------------------------------------------------------ routes
+    def route(self, name: str, overrides: Overrides | Mapping[str, Any] | None = None) -> ResolvedRoute:
+        ov = overrides if isinstance(overrides, Overrides) or overrides is None else overrides_from_mapping(overrides)
+        if ov is None or ov.is_empty():
+            key = (name, "")
+            with self._lock:
+                cached = self._routes.get(key)
+            if cached is not None:
+                return cached
+            resolved = load_route(name, self.registry)
+            with self._lock:
+                self._routes[key] = resolved
+            return resolved
+        return load_route(name, self.registry, overrides=ov)
+
+    def query(
+        self,
+        question: str,
+        route: str = "route1s_sentence",
+        *,
+        group: str | None = None,
+        overrides: Overrides | Mapping[str, Any] | None = None,
+    ) -> QueryResult:
+        if not question or not question.strip():
+            raise ValueError("the question is empty")
+        resolved = self.route(route, overrides)
+        return run_route(resolved, question, self.services(group))
+
+    # ------------------------------------------------------------------ index
+    def index(
+        self,
+        paths: Sequence[str | Path],
+        *,
+        group: str | None = None,
+        profile: str | None = None,
+        remove_missing: bool = False,
+    ) -> Any:
+        """Index files or folders into the group (see :class:`~graphroute.core.indexing.Indexer`)."""
+        from .indexing import Indexer
+
+        indexer = Indexer(self.store, group or self.group, registry=self.registry, settings=self.settings, profile=profile)
+        report = indexer.index_paths([Path(p) for p in paths], remove_missing=remove_missing)
+        with self._lock:
+            self._services.pop(group or self.group, None)
+        return report
+
+    def stats(self, group: str | None = None) -> dict[str, Any]:
+        from .stats import group_stats
+
+        return group_stats(self.store, group or self.group)
+
+    def close(self) -> None:
+        self.store.close()

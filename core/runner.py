@@ -1,0 +1,164 @@
+"""Runs a resolved route for one question and records the trace.
+
+Each stage gets a :class:`StageContext`; the runner times it, counts items in and out (the
+size of the first slot it consumes and produces) and stores its stats and tokens in a
+:class:`StageTrace`. Disabled stages appear in the trace with ``enabled: false`` so an A/B
+report shows what was switched off. Parallel branches run concurrently on forked states and
+are merged back (see :func:`merge_states`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+
+from .config import ResolvedParallel, ResolvedRoute, ResolvedStage
+from .models import Evidence, QueryResult, ScoredNode, Seed, StageTrace
+from .services import Services
+from .stage import QueryState, Slot, StageContext
+
+NOT_FOUND = "Not found in the indexed documents."
+
+
+def _primary(slots: Sequence[Slot]) -> Slot | None:
+    for s in slots:
+        if s != Slot.QUERY:
+            return s
+    return slots[0] if slots else None
+
+
+async def _run_stage(rs: ResolvedStage, state: QueryState, services: Services) -> StageTrace:
+    cls = rs.cls
+    trace = StageTrace(stage=rs.spec.key, use=cls.name, kind=cls.kind.value, enabled=rs.spec.enabled)
+    if not rs.spec.enabled:
+        return trace
+    cin, cout = _primary(cls.consumes), _primary(cls.produces)
+    trace.items_in = state.size(cin) if cin else 0
+    ctx = StageContext(services=services, stage_id=rs.spec.key)
+    stage = cls(rs.params)
+    t0 = time.perf_counter()
+    await stage.arun(state, ctx)
+    trace.duration_ms = (time.perf_counter() - t0) * 1000.0
+    trace.items_out = state.size(cout) if cout else 0
+    trace.stats = ctx.stats
+    trace.tokens = ctx.tokens
+    return trace
+
+
+def _merge_evidence_union(lists: list[list[Evidence]]) -> list[Evidence]:
+    best: dict[str, Evidence] = {}
+    order: list[str] = []
+    for items in lists:
+        for e in items:
+            cur = best.get(e.id)
+            if cur is None:
+                best[e.id] = e
+                order.append(e.id)
+            elif e.score > cur.score:
+                best[e.id] = e
+    return [best[i] for i in order]
+
+
+def _merge_evidence_rrf(lists: list[list[Evidence]], k: int) -> list[Evidence]:
+    """Reciprocal-rank fusion: score = sum 1 / (k + rank); robust to score scales that
+    differ between branches (PPR mass vs cosine)."""
+    fused: dict[str, float] = {}
+    first: dict[str, Evidence] = {}
+    for items in lists:
+        for rank, e in enumerate(items, start=1):
+            fused[e.id] = fused.get(e.id, 0.0) + 1.0 / (k + rank)
+            first.setdefault(e.id, e)
+    out = []
+    for eid, score in sorted(fused.items(), key=lambda kv: (-kv[1], kv[0])):
+        ev = first[eid].model_copy()
+        ev.metadata = {**ev.metadata, "branch_score": first[eid].score}
+        ev.score = score
+        out.append(ev)
+    return out
+
+
+def merge_states(base: QueryState, branches: list[QueryState], mode: str, rrf_k: int = 60) -> None:
+    """Fold branch results into ``base``: names and seeds are unioned, entities keep their
+    best score, evidence is unioned (or fused by RRF)."""
+    for b in branches:
+        for n in b.seed_names:
+            if n not in base.seed_names:
+                base.seed_names.append(n)
+    seen_seeds = {(s.tier, s.node_id, s.name) for s in base.seeds}
+    for b in branches:
+        for s in b.seeds:
+            key = (s.tier, s.node_id, s.name)
+            if key not in seen_seeds:
+                seen_seeds.add(key)
+                base.seeds.append(Seed.model_validate(s.model_dump()))
+    ents: dict[str, ScoredNode] = {e.id: e for e in base.entities}
+    for b in branches:
+        for e in b.entities:
+            if e.id not in ents or e.score > ents[e.id].score:
+                ents[e.id] = e
+    base.entities = sorted(ents.values(), key=lambda e: -e.score)
+    lists = [b.evidence for b in branches]
+    if mode == "rrf":
+        base.evidence = _merge_evidence_rrf(lists, rrf_k)
+    else:
+        base.evidence = _merge_evidence_union([base.evidence, *lists])
+    for b in branches:
+        base.tier_weights.update(b.tier_weights)
+        if b.damping is not None:
+            base.damping = b.damping
+        if b.profile is not None:
+            base.profile = b.profile
+        base.extras.update(b.extras)
+        if b.answer and not base.answer:
+            base.answer, base.citations, base.negative = b.answer, b.citations, b.negative
+            base.context, base.context_evidence = b.context, b.context_evidence
+
+
+async def _run_branch(stages: list[ResolvedStage], state: QueryState, services: Services) -> list[StageTrace]:
+    return [await _run_stage(rs, state, services) for rs in stages]
+
+
+async def arun_route(route: ResolvedRoute, question: str, services: Services) -> QueryResult:
+    state = QueryState(question=question, group=services.group)
+    traces: list[StageTrace] = []
+    t0 = time.perf_counter()
+    for entry in route.entries:
+        if isinstance(entry, ResolvedParallel):
+            if not entry.spec.enabled:
+                traces.extend(
+                    StageTrace(stage=rs.spec.key, use=rs.cls.name, kind=rs.cls.kind.value, enabled=False)
+                    for b in entry.branches
+                    for rs in b
+                )
+                continue
+            forks = [state.fork() for _ in entry.branches]
+            results = await asyncio.gather(
+                *(_run_branch(b, f, services) for b, f in zip(entry.branches, forks, strict=True))
+            )
+            for r in results:
+                traces.extend(r)
+            merge_states(state, forks, entry.spec.merge, entry.spec.rrf_k)
+        else:
+            traces.append(await _run_stage(entry, state, services))
+    answer = state.answer
+    negative = state.negative
+    if not answer and not state.evidence and not state.context_evidence:
+        answer, negative = NOT_FOUND, True
+    return QueryResult(
+        question=question,
+        route=route.name,
+        group=services.group,
+        answer=answer,
+        negative=negative,
+        citations=state.citations,
+        evidence=state.context_evidence or state.evidence,
+        context=state.context,
+        trace=traces,
+        duration_ms=(time.perf_counter() - t0) * 1000.0,
+    )
+
+
+def run_route(route: ResolvedRoute, question: str, services: Services) -> QueryResult:
+    """Synchronous entry point (CLI, benchmarks)."""
+    return asyncio.run(arun_route(route, question, services))

@@ -1,0 +1,97 @@
+"""What a running route may use: the store, the group, and lazily created models.
+
+Models are expensive to load, so :class:`Services` creates them on first use and the
+:class:`~graphroute.core.engine.GraphRoute` facade keeps one instance per process. The
+embedder is the one the group was indexed with (recorded in the group's metadata), so a
+query is always embedded in the same space as the index.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .components import Embedder, LLMClient
+from .registry import Registry, get_registry
+from .settings import Settings
+from .store import GraphStore
+
+INDEX_PROFILE_META = "index_profile"  # group meta key: the resolved index profile used
+
+
+class ServiceError(Exception):
+    """A model or client cannot be created (missing extra, bad settings)."""
+
+
+def make_component(registry_family: Any, spec: dict[str, Any]) -> Any:
+    """Instantiate ``{"use": name, "with": {...}}`` from a registry family."""
+    cls = registry_family.get(spec["use"])
+    params = cls.Params(**(spec.get("with") or {}))
+    return cls(params)
+
+
+class Services:
+    """Per-(store, group) services with a per-query embedding cache."""
+
+    def __init__(
+        self,
+        store: GraphStore,
+        group: str,
+        *,
+        settings: Settings | None = None,
+        registry: Registry | None = None,
+        embedder: Embedder | None = None,
+        llm: LLMClient | None = None,
+        llm_factory: Callable[[], LLMClient | None] | None = None,
+    ) -> None:
+        self.store = store
+        self.group = group
+        self.settings = settings or Settings()
+        self.registry = registry or get_registry()
+        self._embedder = embedder
+        self._llm = llm
+        self._llm_factory = llm_factory
+        self._lock = threading.Lock()
+        self._query_cache: dict[str, np.ndarray] = {}
+
+    # ------------------------------------------------------------------ models
+    def index_profile(self) -> dict[str, Any] | None:
+        profile = self.store.get_meta(self.group, INDEX_PROFILE_META)
+        return profile if isinstance(profile, dict) else None
+
+    def embedder(self) -> Embedder:
+        """The group's embedder (as recorded at index time; the default profile's otherwise)."""
+        with self._lock:
+            if self._embedder is None:
+                profile = self.index_profile()
+                if profile is None:
+                    from .indexing import load_index_profile
+
+                    profile = load_index_profile(None).model_dump(by_alias=True)
+                self._embedder = make_component(self.registry.embedders, profile["embedder"])
+            return self._embedder
+
+    def llm(self) -> LLMClient | None:
+        """The configured LLM client, or None when the route runs offline."""
+        with self._lock:
+            if self._llm is None and self._llm_factory is not None:
+                self._llm = self._llm_factory()
+            return self._llm
+
+    def embed_query(self, text: str) -> np.ndarray:
+        vec = self._query_cache.get(text)
+        if vec is None:
+            vec = self.embedder().embed_query(text)
+            if len(self._query_cache) > 256:
+                self._query_cache.clear()
+            self._query_cache[text] = vec
+        return vec
+
+    def for_group(self, group: str) -> Services:
+        """Same models, another group."""
+        s = Services(self.store, group, settings=self.settings, registry=self.registry, llm=self._llm, llm_factory=self._llm_factory)
+        s._embedder = self._embedder
+        return s

@@ -1,0 +1,145 @@
+"""The store protocol: the one interface every backend implements.
+
+Both built-in backends (``embedded`` and ``neo4j``) pass the same conformance suite
+(tests/conformance). Rules every backend keeps:
+
+* **Group isolation** - every call names a group; nothing crosses groups, ever.
+* **Atomic writes** - one :meth:`GraphStore.write` call is all-or-nothing, so an interrupted
+  index run leaves the previous state readable.
+* **Versioned** - :meth:`GraphStore.version` changes on every write to a group, so caches
+  (graph export, adjacency) invalidate themselves.
+* **Values, never code** - titles, names and group ids are passed as parameters, never
+  spliced into a query language.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from typing import Any, Literal
+
+import numpy as np
+
+from .models import Edge, Node
+
+Direction = Literal["out", "in", "both"]
+VectorBatch = Mapping[str, tuple[Sequence[str], np.ndarray]]
+
+
+class StoreError(Exception):
+    """A store failed in a way the user can act on (unreachable, bad credentials, ...)."""
+
+
+class GraphStore(ABC):
+    """Nodes, edges, properties and vectors of many isolated groups."""
+
+    backend: str = ""
+    location: str = ""
+
+    # ------------------------------------------------------------------ lifecycle
+    @abstractmethod
+    def close(self) -> None: ...
+
+    def __enter__(self) -> GraphStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ groups and metadata
+    @abstractmethod
+    def groups(self) -> list[str]:
+        """Groups that hold anything."""
+
+    @abstractmethod
+    def get_meta(self, group: str, key: str) -> Any | None:
+        """A JSON value stored for the group (index profile, document hashes, ...)."""
+
+    @abstractmethod
+    def set_meta(self, group: str, key: str, value: Any) -> None: ...
+
+    @abstractmethod
+    def version(self, group: str) -> int:
+        """A counter that changes on every write to the group."""
+
+    # ------------------------------------------------------------------ writes
+    @abstractmethod
+    def write(
+        self,
+        group: str,
+        nodes: Sequence[Node] = (),
+        edges: Sequence[Edge] = (),
+        vectors: VectorBatch | None = None,
+        *,
+        replace_doc: str | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Upsert nodes (by id), add edges and set vectors (space -> (ids, matrix)) in one
+        atomic transaction. With ``replace_doc``, first delete everything that document
+        owns, in the same transaction; ``meta`` keys are set in it too."""
+
+    @abstractmethod
+    def delete_document(self, group: str, doc_id: str) -> int:
+        """Delete the nodes, edges and vectors the document owns; return nodes removed."""
+
+    @abstractmethod
+    def delete_derived(
+        self, group: str, *, labels: Collection[str] = (), edge_types: Collection[str] = ()
+    ) -> None:
+        """Delete all nodes of ``labels`` (with their edges and vectors) and all edges of
+        ``edge_types`` in the group: how index steps rebuild a derived layer."""
+
+    @abstractmethod
+    def delete_group(self, group: str) -> None: ...
+
+    # ------------------------------------------------------------------ reads
+    @abstractmethod
+    def get_nodes(self, group: str, ids: Sequence[str]) -> list[Node]:
+        """Nodes by id, in the order asked; unknown ids are skipped."""
+
+    @abstractmethod
+    def iter_nodes(
+        self, group: str, label: str | None = None, *, doc_id: str | None = None
+    ) -> Iterator[Node]: ...
+
+    @abstractmethod
+    def find_nodes(self, group: str, label: str, prop: str, values: Collection[Any]) -> list[Node]:
+        """Nodes of ``label`` whose property ``prop`` equals one of ``values``."""
+
+    @abstractmethod
+    def edges_of(
+        self,
+        group: str,
+        ids: Collection[str],
+        types: Collection[str] | None = None,
+        direction: Direction = "out",
+    ) -> list[Edge]:
+        """Edges touching ``ids`` (as source for "out", target for "in")."""
+
+    @abstractmethod
+    def iter_edges(self, group: str, types: Collection[str] | None = None) -> Iterator[Edge]: ...
+
+    @abstractmethod
+    def vector_search(
+        self,
+        group: str,
+        space: str,
+        vector: np.ndarray,
+        k: int,
+        *,
+        restrict_to: Collection[str] | None = None,
+    ) -> list[tuple[str, float]]:
+        """Top-k (id, cosine) in the group's space, best first; exactly k when the space
+        holds at least k vectors, however large other groups are."""
+
+    @abstractmethod
+    def get_vectors(self, group: str, space: str, ids: Sequence[str]) -> np.ndarray:
+        """Vectors for ids, in order (rows of zeros for unknown ids)."""
+
+    @abstractmethod
+    def all_vectors(self, group: str, space: str) -> tuple[list[str], np.ndarray]:
+        """Every (id, vector) of a space: input of kNN edge builders."""
+
+    @abstractmethod
+    def counts(self, group: str) -> dict[str, dict[str, int]]:
+        """``{"nodes": {label: n}, "edges": {type: n}, "vectors": {space: n}}``."""

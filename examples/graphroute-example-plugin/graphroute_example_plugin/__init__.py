@@ -1,0 +1,1 @@
+"""Example third-party graphroute plugin (see docs/plugin-authors.md)."""

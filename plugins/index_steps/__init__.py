@@ -1,0 +1,1 @@
+"""Built-in index steps plugins."""
