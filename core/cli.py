@@ -7,6 +7,7 @@ traceback (set ``GRAPHROUTE_DEBUG=1`` to see one anyway).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -278,17 +279,34 @@ def demo(
 # --------------------------------------------------------------------------- entry point
 
 
+# Command groups that live in their own modules (benchmarks, server, scaffolding); each
+# module exposes ``register(app)``.
+SUBCOMMAND_MODULES = ("graphroute.core.bench_cli", "graphroute.core.server_cli")
+
+
+def _register_subcommands() -> None:
+    import importlib
+
+    for name in SUBCOMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != name:
+                raise
+            continue
+        module.register(app)
+
+
 def _register_plugin_commands() -> None:
-    try:
+    with contextlib.suppress(PluginError):  # a broken plugin is reported by the command itself
         get_registry().pm.hook.register_commands(cli=app)
-    except PluginError:
-        pass  # reported by the command itself
 
 
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: maps known errors to clean messages and exit codes."""
     debug = bool(os.environ.get("GRAPHROUTE_DEBUG"))
     try:
+        _register_subcommands()
         _register_plugin_commands()
         app(args=argv, standalone_mode=False)
     except typer.Exit as exc:

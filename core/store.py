@@ -84,10 +84,17 @@ class GraphStore(ABC):
 
     @abstractmethod
     def delete_derived(
-        self, group: str, *, labels: Collection[str] = (), edge_types: Collection[str] = ()
+        self,
+        group: str,
+        *,
+        labels: Collection[str] = (),
+        edge_types: Collection[str] = (),
+        edge_src_label: str | None = None,
     ) -> None:
         """Delete all nodes of ``labels`` (with their edges and vectors) and all edges of
-        ``edge_types`` in the group: how index steps rebuild a derived layer."""
+        ``edge_types`` in the group: how index steps rebuild a derived layer. With
+        ``edge_src_label``, only edges whose source node has that label are deleted (entity
+        and section similarity share the SEMANTICALLY_SIMILAR type)."""
 
     @abstractmethod
     def delete_group(self, group: str) -> None: ...
