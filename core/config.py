@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .registry import PluginError, Registry
 from .stage import Slot, Stage, StageKind
@@ -107,6 +107,11 @@ class StageSpec(BaseModel):
     after: str | None = None
     before: str | None = None
     line: int | None = Field(default=None, alias=LINE_KEY, exclude=True)
+
+    @field_validator("with_", mode="before")
+    @classmethod
+    def _no_line_keys(cls, value: Any) -> Any:
+        return _strip_lines(value)
 
     @property
     def key(self) -> str:

@@ -156,6 +156,13 @@ def build_registry(*, entry_points: bool = True, extra_plugins: list[object] | N
             pm.load_setuptools_entrypoints(hookspecs.PROJECT)
         except Exception as exc:  # a broken third-party plugin is reported, by name
             raise PluginError(f"failed to load a `graphroute` entry-point plugin: {exc}") from exc
+    # Local plugin modules without packaging (like datasette's --plugins-dir):
+    # GRAPHROUTE_PLUGINS=my_pkg.my_plugin,other.module
+    for modname in filter(None, (m.strip() for m in os.environ.get("GRAPHROUTE_PLUGINS", "").split(","))):
+        try:
+            pm.register(importlib.import_module(modname), name=modname)
+        except ImportError as exc:
+            raise PluginError(f"GRAPHROUTE_PLUGINS names {modname!r}, which cannot be imported: {exc}") from exc
     for extra in extra_plugins or []:
         pm.register(extra)
     reg = Registry(pm=pm)

@@ -1,0 +1,1 @@
+"""Tests of the engine: config, overrides, registry, runner, trace."""
