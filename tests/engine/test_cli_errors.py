@@ -1,0 +1,86 @@
+"""The CLI turns config problems into exit code 2 and one clear message, never a traceback."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+GRAPHROUTE = str(Path(sys.executable).with_name("graphroute"))
+
+
+def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    full_env = {**os.environ, "PYTHONPATH": str(REPO), "GRAPHROUTE_PLUGINS": "tests.engine.stages", **(env or {})}
+    return subprocess.run([GRAPHROUTE, *args], capture_output=True, text=True, cwd=cwd, env=full_env, timeout=120)
+
+
+ROUTE = """
+name: cli_route
+stages:
+  - use: t_fixed
+    id: fixed
+  - use: t_keep
+    id: keep
+  - use: t_echo
+    id: synth
+"""
+
+
+@pytest.fixture()
+def route_file(tmp_path: Path) -> Path:
+    p = tmp_path / "cli_route.yaml"
+    p.write_text(textwrap.dedent(ROUTE).lstrip(), encoding="utf-8")
+    return p
+
+
+def test_routes_show_prints_resolved_yaml_with_overrides(route_file: Path) -> None:
+    r = run_cli("routes", "show", str(route_file), "--set", "keep.n=2", "--disable", "synth")
+    assert r.returncode == 0, r.stderr
+    assert "n: 2" in r.stdout and "threshold: 0.0" in r.stdout  # defaults filled in
+    assert "enabled: false" in r.stdout
+
+
+@pytest.mark.parametrize(
+    ("mutation", "needle"),
+    [
+        (("use: t_keep", "use: t_nope"), "unknown stage `t_nope`"),
+        (("id: keep", "id: keep\n    with: {bogus: 1}"), "unknown parameter `bogus`"),
+        (("id: keep", "id: keep\n    with: {n: lots}"), "bad value for `n`"),
+        (("use: t_fixed\n    id: fixed\n  - use: t_keep", "use: t_keep\n    id: fixed\n  - use: t_fixed"), "needs `evidence`"),
+        (("stages:", "stages: [oops"), "malformed YAML"),
+    ],
+)
+def test_config_errors_exit_2_without_traceback(route_file: Path, mutation: tuple[str, str], needle: str) -> None:
+    route_file.write_text(route_file.read_text().replace(*mutation), encoding="utf-8")
+    r = run_cli("routes", "show", str(route_file))
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert needle in r.stderr
+    assert str(route_file) in r.stderr and "fix:" in r.stderr
+    assert "Traceback" not in r.stderr + r.stdout
+
+
+def test_extends_cycle_exits_2(tmp_path: Path) -> None:
+    (tmp_path / "a.yaml").write_text("name: a\nextends: b\nstages: []\n")
+    (tmp_path / "b.yaml").write_text("name: b\nextends: a\nstages: []\n")
+    r = run_cli("routes", "show", str(tmp_path / "a.yaml"))
+    assert r.returncode == 2 and "`extends` cycle" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_override_of_unknown_stage_id_exits_2(route_file: Path) -> None:
+    r = run_cli("routes", "show", str(route_file), "--disable", "kepp")
+    assert r.returncode == 2 and "did you mean 'keep'" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_unknown_route_name_exits_2() -> None:
+    r = run_cli("routes", "show", "no_such_route_anywhere")
+    assert r.returncode == 2 and "unknown route" in r.stderr
+
+
+def test_routes_lists_user_routes_from_env(route_file: Path) -> None:
+    r = run_cli("routes", env={"GRAPHROUTE_ROUTES": str(route_file.parent), "COLUMNS": "200"})
+    assert r.returncode == 0 and "cli_route" in r.stdout
