@@ -1,0 +1,299 @@
+"""Built-in synthesizers: extractive (offline default), negative detection, LLM synthesis.
+
+Every synthesizer answers from ``state.context`` / ``state.context_evidence`` as assembled
+by ``token_budget``: the ``[n]`` markers in an answer are the context's block numbers, and
+``state.citations`` maps each one to its evidence (document, section, offsets, text).
+
+Negative detection ("never invent", route2 §2): when there is no context, or the best
+evidence is below a configurable floor, the answer is exactly
+``Not found in the indexed documents.`` and ``state.negative`` is True. The check is built
+into every synthesizer and also exists as its own stage, ``negative_detection``, a DENOISER
+placed between ``token_budget`` and the synthesizer so a route can make the floor explicit
+and visible in the trace. When it fires, it writes the negative answer and clears the
+context; the synthesizers that follow see ``state.negative`` and leave the answer alone.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from graphroute.core.hookspecs import hookimpl
+from graphroute.core.models import Citation, Evidence
+from graphroute.core.runner import NOT_FOUND
+from graphroute.core.stage import QueryState, Slot, Stage, StageContext, StageKind, StageParams
+from pydantic import Field
+
+# ----------------------------------------------------------------------------- text helpers
+
+_STOPWORDS = frozenset(
+    ["a", "an", "the", "and", "or", "but", "nor", "of", "in", "on", "at", "to", "for", "from", "by", "with", "about", "as", "into", "onto", "over", "under", "is", "are", "was", "were", "be", "been", "being", "am", "do", "does", "did", "doing", "have", "has", "had", "having", "will", "would", "shall", "should", "can", "could", "may", "might", "must", "what", "which", "who", "whom", "whose", "when", "where", "why", "how", "that", "this", "these", "those", "there", "here", "it", "its", "it's", "he", "she", "they", "them", "his", "her", "their", "our", "your", "my", "me", "we", "you", "i", "not", "no", "yes", "if", "then", "than", "so", "such", "very", "much", "many", "more", "most", "some", "any", "all", "each", "every", "both", "either", "neither", "one", "also", "only", "just", "out", "up", "down", "off", "again", "further", "once", "same", "other", "another", "s", "t", "name", "named", "tell", "give", "list", "find", "show", "describe", "explain", "according", "document", "documents"]
+)
+_WORD_RE = re.compile(r"[A-Za-z0-9]+(?:['’][A-Za-z]+)?")
+# A sentence ends at . ! ? (optionally followed by closing quotes/brackets) before whitespace
+# and an upper-case letter, digit or opening quote/bracket.
+_SENT_END_RE = re.compile(r"[.!?][\"'”’)\]]*\s+(?=[\"'“‘(\[]?[A-Z0-9])")
+_ABBREV = frozenset(
+    ["mr", "mrs", "ms", "dr", "prof", "st", "jr", "sr", "ltd", "inc", "co", "corp", "vs", "etc", "no", "nos", "fig", "e.g", "i.e", "u.s", "p.o", "approx", "dept", "est"]
+)
+
+
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) spans of the sentences of ``text``: a light regex splitter.
+
+    It does not split after common abbreviations (``Ltd.``, ``Dr.``, ``P.O.``) or single
+    initials (``J. Smith``); good enough for picking answer sentences, which is all the
+    extractive synthesizer needs (index-time segmentation uses spaCy).
+    """
+    spans: list[tuple[int, int]] = []
+    start = 0
+    for m in _SENT_END_RE.finditer(text):
+        head = text[start : m.start() + 1]
+        last = head.rsplit(None, 1)[-1].rstrip(".").lower() if head.strip() else ""
+        if last in _ABBREV or (len(last) == 1 and last.isalpha()) or re.fullmatch(r"(?:[a-z]\.)+[a-z]", last):
+            continue
+        end = m.end()
+        seg = text[start:end]
+        s = start + (len(seg) - len(seg.lstrip()))
+        e = start + len(seg.rstrip())
+        if e > s:
+            spans.append((s, e))
+        start = end
+    seg = text[start:]
+    if seg.strip():
+        s = start + (len(seg) - len(seg.lstrip()))
+        spans.append((s, start + len(seg.rstrip())))
+    return spans
+
+
+def _norm(word: str) -> str:
+    w = word.lower().replace("’", "'")
+    if w.endswith("'s"):
+        w = w[:-2]
+    if len(w) > 4 and w.endswith("ies"):
+        w = w[:-3] + "y"
+    elif len(w) > 3 and w.endswith("s") and not w.endswith("ss"):
+        w = w[:-1]
+    return w
+
+
+def content_terms(text: str) -> set[str]:
+    """Lower-cased, lightly singularised content words (stopwords removed)."""
+    out = set()
+    for m in _WORD_RE.finditer(text):
+        w = _norm(m.group(0))
+        if w and w not in _STOPWORDS:
+            out.add(w)
+    return out
+
+
+def query_overlap(query_terms: set[str], text: str) -> float:
+    """Fraction of the query's content terms that occur in ``text`` (0 when none)."""
+    if not query_terms:
+        return 0.0
+    return len(query_terms & content_terms(text)) / len(query_terms)
+
+
+# ----------------------------------------------------------------------------- negatives
+
+
+class NegativeFloor(StageParams):
+    """The floor under which a route answers "not found" (shared by every synthesizer)."""
+
+    min_chunks: int = Field(1, ge=0, description="Fewer context blocks than this -> not found (route2: 0 chunks).")
+    min_score: float | None = Field(
+        None,
+        description="Best evidence score below this -> not found. Off by default: score scales "
+        "differ per route (cosine, PPR mass, RRF), so set it per route.",
+    )
+    min_query_overlap: float = Field(
+        0.0, ge=0.0, le=1.0,
+        description="Best fraction of query content terms found in one context block below this "
+        "-> not found (0 = off).",
+    )
+
+
+def negative_reason(
+    question: str, evidence: Sequence[Evidence], floor: NegativeFloor
+) -> tuple[str | None, dict[str, float]]:
+    """Why the context cannot answer (None when it may), with the figures checked."""
+    info: dict[str, float] = {}
+    if not evidence:
+        return "no_evidence", info
+    if len(evidence) < floor.min_chunks:
+        return "too_few_chunks", info
+    best = max(e.score for e in evidence)
+    info["best_score"] = round(best, 6)
+    if floor.min_score is not None and best < floor.min_score:
+        return "below_min_score", info
+    if floor.min_query_overlap > 0:
+        q = content_terms(question)
+        overlap = max((query_overlap(q, e.text) for e in evidence), default=0.0)
+        info["best_query_overlap"] = round(overlap, 4)
+        if overlap < floor.min_query_overlap:
+            return "below_min_query_overlap", info
+    return None, info
+
+
+def answer_not_found(state: QueryState, ctx: StageContext, reason: str) -> None:
+    state.answer = NOT_FOUND
+    state.negative = True
+    state.citations = []
+    ctx.stats["negative"] = True
+    ctx.stats["negative_reason"] = reason
+
+
+def _already_negative(state: QueryState, ctx: StageContext) -> bool:
+    if state.negative:
+        ctx.stats["skipped"] = "negative already decided"
+        ctx.stats["negative"] = True
+        return True
+    return False
+
+
+class NegativeDetection(Stage):
+    """Answer "not found" when context is empty or below the floor, before synthesis."""
+
+    name = "negative_detection"
+    kind = StageKind.DENOISER
+    consumes = (Slot.CONTEXT,)
+    produces = (Slot.CONTEXT,)
+
+    class Params(NegativeFloor):
+        pass
+
+    params: Params
+
+    def run(self, state: QueryState, ctx: StageContext) -> None:
+        reason, info = negative_reason(state.question, state.context_evidence, self.params)
+        ctx.stats.update(info)
+        if reason is None:
+            ctx.stats["negative"] = False
+            return
+        answer_not_found(state, ctx, reason)
+        state.context = ""  # the synthesizer is given nothing
+
+
+# ----------------------------------------------------------------------------- extractive
+
+
+@dataclass
+class _Candidate:
+    block: int  # 1-based context block number
+    start: int
+    end: int
+    text: str
+    overlap: float
+    score: float
+
+
+def _citation(block: int, ev: Evidence, spans: list[tuple[int, int]]) -> Citation:
+    """A citation for block ``block``, narrowed to the cited sentences when offsets are exact."""
+    start = min(s for s, _ in spans)
+    end = max(e for _, e in spans)
+    exact = ev.char_offset is not None and not ev.metadata.get("text_stripped")
+    return Citation(
+        index=block,
+        evidence_id=ev.id,
+        document=ev.document,
+        document_id=ev.document_id,
+        section_path=ev.section_path,
+        page=ev.page,
+        char_offset=(ev.char_offset + start) if exact and ev.char_offset is not None else ev.char_offset,
+        char_length=(end - start) if exact else ev.char_length,
+        text=ev.text[start:end],
+    )
+
+
+def citations_for(evidence: Sequence[Evidence], blocks: Sequence[int]) -> list[Citation]:
+    """Whole-block citations for the ``[n]`` markers ``blocks`` (1-based), in index order."""
+    out = []
+    for n in sorted(set(blocks)):
+        if 1 <= n <= len(evidence):
+            ev = evidence[n - 1]
+            out.append(_citation(n, ev, [(0, len(ev.text))]))
+    return out
+
+
+class Extractive(Stage):
+    """Offline answer: the best evidence sentences for the question, with [n] citations."""
+
+    name = "extractive"
+    kind = StageKind.SYNTHESIZER
+    consumes = (Slot.CONTEXT,)
+    produces = (Slot.ANSWER,)
+
+    class Params(NegativeFloor):
+        max_sentences: int = Field(3, ge=1, le=20, description="At most this many sentences in the answer.")
+        min_relative: float = Field(
+            0.6, ge=0.0, le=1.0,
+            description="Further sentences must score at least this fraction of the best one.",
+        )
+        evidence_weight: float = Field(
+            0.3, ge=0.0, le=10.0,
+            description="Weight of the evidence's retrieval score (normalised by the best) "
+            "added to the sentence's query-term overlap.",
+        )
+
+    params: Params
+
+    def run(self, state: QueryState, ctx: StageContext) -> None:
+        if _already_negative(state, ctx):
+            return
+        evidence = state.context_evidence
+        reason, info = negative_reason(state.question, evidence, self.params)
+        ctx.stats.update(info)
+        if reason is not None:
+            answer_not_found(state, ctx, reason)
+            return
+        q = content_terms(state.question)
+        top = max((e.score for e in evidence), default=0.0)
+        cands: list[_Candidate] = []
+        for n, ev in enumerate(evidence, start=1):
+            norm = ev.score / top if top > 0 else 0.0
+            for s, e in sentence_spans(ev.text):
+                text = ev.text[s:e]
+                ov = query_overlap(q, text)
+                cands.append(_Candidate(n, s, e, text, ov, ov + self.params.evidence_weight * norm))
+        if not cands:
+            answer_not_found(state, ctx, "no_sentences")
+            return
+        # best first; ties: earlier block, earlier sentence (reading order)
+        cands.sort(key=lambda c: (-c.score, c.block, c.start))
+        best = cands[0]
+        chosen = [best]
+        for c in cands[1:]:
+            if len(chosen) >= self.params.max_sentences:
+                break
+            if c.overlap <= 0 or c.score < self.params.min_relative * best.score:
+                continue
+            if any(c.text == o.text for o in chosen):
+                continue
+            chosen.append(c)
+        # present in context order so the answer reads naturally
+        chosen.sort(key=lambda c: (c.block, c.start))
+        state.answer = " ".join(f"{c.text} [{c.block}]" for c in chosen)
+        state.negative = False
+        by_block: dict[int, list[tuple[int, int]]] = {}
+        for c in chosen:
+            by_block.setdefault(c.block, []).append((c.start, c.end))
+        state.citations = [_citation(n, evidence[n - 1], spans) for n, spans in sorted(by_block.items())]
+        ctx.stats.update(
+            {
+                "negative": False,
+                "sentences_considered": len(cands),
+                "sentences_used": len(chosen),
+                "best_sentence_overlap": round(best.overlap, 4),
+            }
+        )
+
+
+@hookimpl
+def register_synthesizers() -> list[type[Stage]]:
+    return [Extractive]
+
+
+@hookimpl
+def register_denoisers() -> list[type[Stage]]:
+    return [NegativeDetection]
