@@ -1,0 +1,664 @@
+"""The embedded store: a directory on disk, no server.
+
+Why SQLite: it gives atomic, crash-safe transactions (a ``kill -9`` mid-write rolls back to
+the previous commit on the next open), concurrent readers while one writer writes (WAL
+mode), and B-tree indexes for the lookups routes make, all in the Python standard library.
+
+Layout of ``<dir>/graph.sqlite``:
+
+* ``nodes(grp, id, label, doc_id, props)`` - props as JSON text.
+* ``edges(grp, src, type, dst, doc_id, props)`` - an edge is identified by
+  ``(grp, src, type, dst)``: writing it again updates its properties instead of duplicating
+  it, so re-running an index step never doubles graph weights. Edges whose endpoints are not
+  nodes of the group are skipped (no dangling edges; the Neo4j backend behaves the same).
+* ``vectors(grp, space, id, vec)`` - float32 BLOBs written in the same transaction as the
+  nodes, so vectors and nodes can never disagree after a crash. Searches run on an
+  in-memory numpy matrix per (group, space), loaded lazily and dropped when the group's
+  version changes (also when another process wrote).
+* ``groups(grp, version)`` and ``meta(grp, key, value)``. Versions come from one global
+  counter, so they only ever grow, even across ``delete_group`` (a cache keyed on an old
+  version can never match again).
+
+Property lookup (``find_nodes``): expression indexes on ``json_extract(props, '$.<p>')`` for
+the props routes look up by value (``name``, ``norm``, ``path``, ``title``, ``doc_id``,
+``alias``). An expression index needs no extra table to keep in sync (a side table of
+(prop, value) rows would double the write work for every node) and SQLite keeps it inside
+the same transaction. Other props fall back to the (grp, label) index plus a filter.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sqlite3
+import threading
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from graphroute.core.components import ComponentParams, StoreBackend
+from graphroute.core.hookspecs import hookimpl
+from graphroute.core.models import Edge, Node
+from graphroute.core.store import Direction, GraphStore, StoreError, VectorBatch
+from pydantic import Field
+
+DB_FILE = "graph.sqlite"
+# Props with an expression index; keep in sync with _SCHEMA below.
+INDEXED_PROPS: tuple[str, ...] = ("name", "norm", "path", "title", "alias")
+_CHUNK = 500  # bound parameters per IN (...) list, far below SQLite's limit
+_URI_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS counter (k INTEGER PRIMARY KEY CHECK (k = 0), value INTEGER NOT NULL);
+INSERT OR IGNORE INTO counter (k, value) VALUES (0, 0);
+CREATE TABLE IF NOT EXISTS groups (grp TEXT PRIMARY KEY, version INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS meta (
+    grp TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (grp, key)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS nodes (
+    grp TEXT NOT NULL, id TEXT NOT NULL, label TEXT NOT NULL, doc_id TEXT, props TEXT,
+    PRIMARY KEY (grp, id)
+);
+CREATE INDEX IF NOT EXISTS nodes_label ON nodes (grp, label);
+CREATE INDEX IF NOT EXISTS nodes_doc ON nodes (grp, doc_id);
+CREATE INDEX IF NOT EXISTS nodes_p_name ON nodes (grp, label, json_extract(props, '$.name'));
+CREATE INDEX IF NOT EXISTS nodes_p_norm ON nodes (grp, label, json_extract(props, '$.norm'));
+CREATE INDEX IF NOT EXISTS nodes_p_path ON nodes (grp, label, json_extract(props, '$.path'));
+CREATE INDEX IF NOT EXISTS nodes_p_title ON nodes (grp, label, json_extract(props, '$.title'));
+CREATE INDEX IF NOT EXISTS nodes_p_alias ON nodes (grp, label, json_extract(props, '$.alias'));
+CREATE TABLE IF NOT EXISTS edges (
+    grp TEXT NOT NULL, src TEXT NOT NULL, type TEXT NOT NULL, dst TEXT NOT NULL,
+    doc_id TEXT, props TEXT,
+    UNIQUE (grp, src, type, dst)
+);
+CREATE INDEX IF NOT EXISTS edges_dst ON edges (grp, dst);
+CREATE INDEX IF NOT EXISTS edges_type ON edges (grp, type);
+CREATE INDEX IF NOT EXISTS edges_doc ON edges (grp, doc_id);
+CREATE TABLE IF NOT EXISTS vectors (
+    grp TEXT NOT NULL, space TEXT NOT NULL, id TEXT NOT NULL, vec BLOB NOT NULL,
+    PRIMARY KEY (grp, space, id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS vectors_id ON vectors (grp, id);
+CREATE TABLE IF NOT EXISTS spaces (
+    grp TEXT NOT NULL, space TEXT NOT NULL, dim INTEGER NOT NULL, PRIMARY KEY (grp, space)
+) WITHOUT ROWID;
+"""
+# The UNIQUE (grp, src, type, dst) index also serves "edges by source" lookups.
+
+
+def _dumps(props: Mapping[str, Any]) -> str | None:
+    return json.dumps(props, ensure_ascii=False, separators=(",", ":")) if props else None
+
+
+def _loads(text: str | None) -> dict[str, Any]:
+    return json.loads(text) if text else {}
+
+
+def _chunks(seq: Sequence[Any], size: int = _CHUNK) -> Iterator[Sequence[Any]]:
+    for i in range(0, len(seq), size):
+        yield seq[i : i + size]
+
+
+def _marks(n: int) -> str:
+    return ",".join("?" * n)
+
+
+def _normalise(matrix: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit length (embedders already do it; a store must not rely on it)."""
+    m = np.asarray(matrix, dtype=np.float32)
+    norms = np.linalg.norm(m, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return m / norms
+
+
+@dataclass
+class _Space:
+    """One (group, space) matrix as loaded at ``version``."""
+
+    version: int
+    ids: list[str]
+    index: dict[str, int]
+    matrix: np.ndarray  # normalised rows, float32
+
+
+class EmbeddedStore(GraphStore):
+    """SQLite + numpy graph store in one directory (see the module docstring)."""
+
+    backend = "embedded"
+
+    def __init__(self, location: str, *, busy_timeout_s: float = 60.0, synchronous: str = "NORMAL") -> None:
+        self.location = location
+        self.path = Path(location)
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot create store directory {location!r}: {exc}") from exc
+        self._db = str(self.path / DB_FILE)
+        self._timeout = busy_timeout_s
+        self._synchronous = synchronous
+        self._local = threading.local()
+        self._conns: list[sqlite3.Connection] = []
+        self._conns_lock = threading.Lock()
+        self._write_lock = threading.Lock()
+        self._spaces: dict[tuple[str, str], _Space] = {}
+        self._spaces_lock = threading.Lock()
+        self._closed = False
+        with self._write_lock:
+            conn = self._conn()
+            conn.executescript("BEGIN IMMEDIATE;" + _SCHEMA + "COMMIT;")
+
+    # ------------------------------------------------------------------ connections
+    def _conn(self) -> sqlite3.Connection:
+        """One connection per thread: WAL lets each read a consistent snapshot while another
+        thread or process writes."""
+        if self._closed:
+            raise StoreError(f"store {self.location!r} is closed")
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            try:
+                conn = sqlite3.connect(
+                    self._db, timeout=self._timeout, isolation_level=None, check_same_thread=False
+                )
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute(f"PRAGMA synchronous={self._synchronous}")
+                conn.execute("PRAGMA foreign_keys=OFF")
+                conn.execute("PRAGMA cache_size=-65536")  # 64 MiB page cache
+                conn.execute("PRAGMA temp_store=MEMORY")
+            except sqlite3.Error as exc:
+                raise StoreError(f"cannot open embedded store {self._db!r}: {exc}") from exc
+            self._local.conn = conn
+            with self._conns_lock:
+                self._conns.append(conn)
+        return conn
+
+    @contextmanager
+    def _write(self, group: str) -> Iterator[sqlite3.Connection]:
+        """One IMMEDIATE transaction that bumps the group's version; all or nothing."""
+        with self._write_lock:
+            conn = self._conn()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+                conn.execute("UPDATE counter SET value = value + 1 WHERE k = 0")
+                conn.execute(
+                    "INSERT INTO groups (grp, version) VALUES (?, (SELECT value FROM counter WHERE k = 0)) "
+                    "ON CONFLICT (grp) DO UPDATE SET version = excluded.version",
+                    (group,),
+                )
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+
+    @contextmanager
+    def _snapshot(self) -> Iterator[sqlite3.Connection]:
+        """A read transaction: several SELECTs see the same committed state."""
+        conn = self._conn()
+        if conn.in_transaction:  # nested use inside a write or another snapshot
+            yield conn
+            return
+        conn.execute("BEGIN")
+        try:
+            yield conn
+        finally:
+            conn.execute("COMMIT")
+
+    def close(self) -> None:
+        with self._conns_lock:
+            conns, self._conns = self._conns, []
+        self._closed = True
+        for conn in conns:
+            with suppress(sqlite3.Error):
+                conn.close()
+        self._spaces.clear()
+
+    # ------------------------------------------------------------------ groups and metadata
+    def groups(self) -> list[str]:
+        rows = self._conn().execute(
+            "SELECT grp FROM groups g WHERE EXISTS (SELECT 1 FROM nodes n WHERE n.grp = g.grp) "
+            "OR EXISTS (SELECT 1 FROM meta m WHERE m.grp = g.grp) "
+            "OR EXISTS (SELECT 1 FROM vectors v WHERE v.grp = g.grp) ORDER BY grp"
+        ).fetchall()
+        return [r[0] for r in rows]
+
+    def get_meta(self, group: str, key: str) -> Any | None:
+        row = self._conn().execute(
+            "SELECT value FROM meta WHERE grp = ? AND key = ?", (group, key)
+        ).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def set_meta(self, group: str, key: str, value: Any) -> None:
+        with self._write(group) as conn:
+            self._set_meta(conn, group, {key: value})
+
+    @staticmethod
+    def _set_meta(conn: sqlite3.Connection, group: str, meta: Mapping[str, Any]) -> None:
+        conn.executemany(
+            "INSERT INTO meta (grp, key, value) VALUES (?, ?, ?) "
+            "ON CONFLICT (grp, key) DO UPDATE SET value = excluded.value",
+            [(group, k, json.dumps(v, ensure_ascii=False)) for k, v in meta.items()],
+        )
+
+    def version(self, group: str) -> int:
+        row = self._conn().execute("SELECT version FROM groups WHERE grp = ?", (group,)).fetchone()
+        return int(row[0]) if row else 0
+
+    # ------------------------------------------------------------------ writes
+    def write(
+        self,
+        group: str,
+        nodes: Sequence[Node] = (),
+        edges: Sequence[Edge] = (),
+        vectors: VectorBatch | None = None,
+        *,
+        replace_doc: str | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> None:
+        for n in nodes:
+            if n.group != group:
+                raise StoreError(f"node {n.id!r} belongs to group {n.group!r}, not {group!r}")
+        for e in edges:
+            if e.group != group:
+                raise StoreError(f"edge {e.src!r}->{e.dst!r} belongs to group {e.group!r}, not {group!r}")
+        batches = self._vector_rows(group, vectors or {})
+        with self._write(group) as conn:
+            if replace_doc is not None:
+                self._delete_doc(conn, group, replace_doc)
+            if nodes:
+                conn.executemany(
+                    "INSERT INTO nodes (grp, id, label, doc_id, props) VALUES (?, ?, ?, ?, ?) "
+                    "ON CONFLICT (grp, id) DO UPDATE SET label = excluded.label, "
+                    "doc_id = excluded.doc_id, props = excluded.props",
+                    [(group, n.id, str(n.label), n.doc_id, _dumps(n.props)) for n in nodes],
+                )
+            if edges:
+                conn.executemany(
+                    "INSERT INTO edges (grp, src, type, dst, doc_id, props) "
+                    "SELECT ?1, ?2, ?3, ?4, ?5, ?6 "
+                    "WHERE EXISTS (SELECT 1 FROM nodes WHERE grp = ?1 AND id = ?2) "
+                    "AND EXISTS (SELECT 1 FROM nodes WHERE grp = ?1 AND id = ?4) "
+                    "ON CONFLICT (grp, src, type, dst) DO UPDATE SET doc_id = excluded.doc_id, "
+                    "props = excluded.props",
+                    [(group, e.src, str(e.type), e.dst, e.doc_id, _dumps(e.props)) for e in edges],
+                )
+            for space, dim, rows in batches:
+                self._check_dim(conn, group, space, dim)
+                conn.executemany(
+                    "INSERT INTO vectors (grp, space, id, vec) VALUES (?, ?, ?, ?) "
+                    "ON CONFLICT (grp, space, id) DO UPDATE SET vec = excluded.vec",
+                    rows,
+                )
+            if meta:
+                self._set_meta(conn, group, meta)
+
+    @staticmethod
+    def _vector_rows(
+        group: str, vectors: VectorBatch
+    ) -> list[tuple[str, int, list[tuple[str, str, str, bytes]]]]:
+        """Validate and serialise vector batches before the transaction starts."""
+        out = []
+        for space, (ids, matrix) in vectors.items():
+            m = np.asarray(matrix, dtype=np.float32)
+            if m.ndim != 2 or m.shape[0] != len(ids):
+                raise StoreError(
+                    f"vectors for space {space!r}: {len(ids)} ids but matrix shape {m.shape}"
+                )
+            if len(ids) == 0:
+                continue
+            if not np.all(np.isfinite(m)):
+                raise StoreError(f"vectors for space {space!r} contain NaN or infinity")
+            m = np.ascontiguousarray(m)
+            out.append(
+                (str(space), m.shape[1], [(group, str(space), i, m[r].tobytes()) for r, i in enumerate(ids)])
+            )
+        return out
+
+    @staticmethod
+    def _check_dim(conn: sqlite3.Connection, group: str, space: str, dim: int) -> None:
+        """One dimension per (group, space); an empty space may change it (new embedder)."""
+        row = conn.execute(
+            "SELECT dim FROM spaces WHERE grp = ? AND space = ?", (group, space)
+        ).fetchone()
+        if row is not None and int(row[0]) != dim:
+            left = conn.execute(
+                "SELECT 1 FROM vectors WHERE grp = ? AND space = ? LIMIT 1", (group, space)
+            ).fetchone()
+            if left is not None:
+                raise StoreError(
+                    f"space {space!r} of group {group!r} holds {row[0]}-d vectors; got {dim}-d "
+                    "(re-index the group to change the embedder)"
+                )
+        conn.execute(
+            "INSERT INTO spaces (grp, space, dim) VALUES (?, ?, ?) "
+            "ON CONFLICT (grp, space) DO UPDATE SET dim = excluded.dim",
+            (group, space, dim),
+        )
+
+    @staticmethod
+    def _delete_nodes_where(conn: sqlite3.Connection, group: str, where: str, args: Sequence[Any]) -> int:
+        """Delete the nodes matching ``where`` with their edges (both ends) and vectors."""
+        sub = f"SELECT id FROM nodes WHERE grp = ? AND {where}"
+        conn.execute(f"DELETE FROM vectors WHERE grp = ? AND id IN ({sub})", (group, group, *args))
+        conn.execute(f"DELETE FROM edges WHERE grp = ? AND src IN ({sub})", (group, group, *args))
+        conn.execute(f"DELETE FROM edges WHERE grp = ? AND dst IN ({sub})", (group, group, *args))
+        cur = conn.execute(f"DELETE FROM nodes WHERE grp = ? AND {where}", (group, *args))
+        return int(cur.rowcount)
+
+    def _delete_doc(self, conn: sqlite3.Connection, group: str, doc_id: str) -> int:
+        removed = self._delete_nodes_where(conn, group, "doc_id = ?", (doc_id,))
+        conn.execute("DELETE FROM edges WHERE grp = ? AND doc_id = ?", (group, doc_id))
+        return removed
+
+    def delete_document(self, group: str, doc_id: str) -> int:
+        with self._write(group) as conn:
+            return self._delete_doc(conn, group, doc_id)
+
+    def delete_derived(
+        self,
+        group: str,
+        *,
+        labels: Collection[str] = (),
+        edge_types: Collection[str] = (),
+        edge_src_label: str | None = None,
+    ) -> None:
+        labels = [str(x) for x in labels]
+        types = [str(t) for t in edge_types]
+        with self._write(group) as conn:
+            if labels:
+                self._delete_nodes_where(conn, group, f"label IN ({_marks(len(labels))})", labels)
+            if types:
+                if edge_src_label is None:
+                    conn.execute(
+                        f"DELETE FROM edges WHERE grp = ? AND type IN ({_marks(len(types))})",
+                        (group, *types),
+                    )
+                else:
+                    conn.execute(
+                        f"DELETE FROM edges WHERE grp = ? AND type IN ({_marks(len(types))}) "
+                        "AND src IN (SELECT id FROM nodes WHERE grp = ? AND label = ?)",
+                        (group, *types, group, str(edge_src_label)),
+                    )
+
+    def delete_group(self, group: str) -> None:
+        with self._write(group) as conn:
+            for table in ("edges", "vectors", "nodes", "meta", "spaces"):
+                conn.execute(f"DELETE FROM {table} WHERE grp = ?", (group,))
+
+    # ------------------------------------------------------------------ reads
+    @staticmethod
+    def _node(group: str, row: tuple[Any, ...]) -> Node:
+        # Rows come from our own validated writes: skip pydantic validation (hot path).
+        return Node.model_construct(id=row[0], label=row[1], group=group, doc_id=row[2], props=_loads(row[3]))
+
+    @staticmethod
+    def _edge(group: str, row: tuple[Any, ...]) -> Edge:
+        return Edge.model_construct(
+            src=row[0], type=row[1], dst=row[2], group=group, doc_id=row[3], props=_loads(row[4])
+        )
+
+    def get_nodes(self, group: str, ids: Sequence[str]) -> list[Node]:
+        ids = list(ids)
+        found: dict[str, Node] = {}
+        with self._snapshot() as conn:
+            for chunk in _chunks(list(dict.fromkeys(ids))):
+                for row in conn.execute(
+                    f"SELECT id, label, doc_id, props FROM nodes WHERE grp = ? AND id IN ({_marks(len(chunk))})",
+                    (group, *chunk),
+                ):
+                    found[row[0]] = self._node(group, row)
+        return [found[i] for i in ids if i in found]
+
+    def iter_nodes(
+        self, group: str, label: str | None = None, *, doc_id: str | None = None
+    ) -> Iterator[Node]:
+        sql = "SELECT id, label, doc_id, props FROM nodes WHERE grp = ?"
+        args: list[Any] = [group]
+        if label is not None:
+            sql += " AND label = ?"
+            args.append(str(label))
+        if doc_id is not None:
+            sql += " AND doc_id = ?"
+            args.append(doc_id)
+        rows = self._conn().execute(sql + " ORDER BY id", args).fetchall()
+        return (self._node(group, r) for r in rows)
+
+    def find_nodes(self, group: str, label: str, prop: str, values: Collection[Any]) -> list[Node]:
+        wanted = list(values)
+        if not wanted:
+            return []
+        scalars = [v for v in wanted if isinstance(v, str | int | float) and not isinstance(v, bool)]
+        conn = self._conn()
+        rows: list[tuple[Any, ...]] = []
+        if prop in INDEXED_PROPS and len(scalars) == len(wanted):
+            expr = f"json_extract(props, '$.{prop}')"  # prop is from the fixed INDEXED_PROPS
+            for chunk in _chunks(list(dict.fromkeys(scalars))):
+                rows.extend(
+                    conn.execute(
+                        f"SELECT id, label, doc_id, props FROM nodes WHERE grp = ? AND label = ? "
+                        f"AND {expr} IN ({_marks(len(chunk))})",
+                        (group, str(label), *chunk),
+                    ).fetchall()
+                )
+        else:
+            rows = conn.execute(
+                "SELECT id, label, doc_id, props FROM nodes WHERE grp = ? AND label = ?",
+                (group, str(label)),
+            ).fetchall()
+        # Exact Python equality decides (json_extract would also match a list's JSON text).
+        hashable = {v for v in wanted if isinstance(v, str | int | float | bool)}
+        others = [v for v in wanted if not isinstance(v, str | int | float | bool)]
+        out: dict[str, Node] = {}
+        for row in rows:
+            node = self._node(group, row)
+            if prop not in node.props:
+                continue
+            value = node.props[prop]
+            ok = (isinstance(value, str | int | float | bool) and value in hashable) or any(
+                value == o for o in others
+            )
+            if ok:
+                out[node.id] = node
+        return sorted(out.values(), key=lambda n: n.id)
+
+    def edges_of(
+        self,
+        group: str,
+        ids: Collection[str],
+        types: Collection[str] | None = None,
+        direction: Direction = "out",
+    ) -> list[Edge]:
+        id_list = list(dict.fromkeys(ids))
+        if not id_list or (types is not None and not types):
+            return []
+        type_list = [str(t) for t in types] if types is not None else []
+        type_sql = f" AND type IN ({_marks(len(type_list))})" if type_list else ""
+        cols = ("src",) if direction == "out" else ("dst",) if direction == "in" else ("src", "dst")
+        seen: dict[int, Edge] = {}
+        with self._snapshot() as conn:
+            for col in cols:
+                for chunk in _chunks(id_list):
+                    for row in conn.execute(
+                        f"SELECT rowid, src, type, dst, doc_id, props FROM edges WHERE grp = ? "
+                        f"AND {col} IN ({_marks(len(chunk))}){type_sql}",
+                        (group, *chunk, *type_list),
+                    ):
+                        if row[0] not in seen:
+                            seen[row[0]] = self._edge(group, row[1:])
+        return [seen[k] for k in sorted(seen)]
+
+    def iter_edges(self, group: str, types: Collection[str] | None = None) -> Iterator[Edge]:
+        if types is not None and not types:
+            return iter(())
+        sql = "SELECT src, type, dst, doc_id, props FROM edges WHERE grp = ?"
+        args: list[Any] = [group]
+        if types is not None:
+            type_list = [str(t) for t in types]
+            sql += f" AND type IN ({_marks(len(type_list))})"
+            args.extend(type_list)
+        rows = self._conn().execute(sql, args).fetchall()
+        return (self._edge(group, r) for r in rows)
+
+    # ------------------------------------------------------------------ vectors
+    def _space(self, group: str, space: str) -> _Space:
+        """The cached matrix of (group, space), reloaded when the group version moved."""
+        current = self.version(group)
+        key = (group, str(space))
+        with self._spaces_lock:
+            cached = self._spaces.get(key)
+        if cached is not None and cached.version == current:
+            return cached
+        with self._snapshot() as conn:
+            row = conn.execute("SELECT version FROM groups WHERE grp = ?", (group,)).fetchone()
+            version = int(row[0]) if row else 0
+            dim_row = conn.execute(
+                "SELECT dim FROM spaces WHERE grp = ? AND space = ?", (group, str(space))
+            ).fetchone()
+            rows = conn.execute(
+                "SELECT id, vec FROM vectors WHERE grp = ? AND space = ? ORDER BY id", (group, str(space))
+            ).fetchall()
+        dim = int(dim_row[0]) if dim_row else 0
+        ids = [r[0] for r in rows]
+        if rows:
+            raw = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), dim)
+            matrix = _normalise(raw)
+        else:
+            matrix = np.zeros((0, dim), dtype=np.float32)
+        loaded = _Space(version, ids, {i: n for n, i in enumerate(ids)}, matrix)
+        with self._spaces_lock:
+            self._spaces[key] = loaded
+        return loaded
+
+    def vector_search(
+        self,
+        group: str,
+        space: str,
+        vector: np.ndarray,
+        k: int,
+        *,
+        restrict_to: Collection[str] | None = None,
+    ) -> list[tuple[str, float]]:
+        if k <= 0:
+            return []
+        sp = self._space(group, space)
+        if not sp.ids:
+            return []
+        q = np.asarray(vector, dtype=np.float32).reshape(-1)
+        if q.shape[0] != sp.matrix.shape[1]:
+            raise StoreError(
+                f"query vector has {q.shape[0]} dimensions; space {space!r} of group {group!r} "
+                f"holds {sp.matrix.shape[1]}"
+            )
+        norm = float(np.linalg.norm(q))
+        if norm > 0:
+            q = q / norm
+        if restrict_to is not None:
+            rows = np.fromiter(
+                sorted({sp.index[i] for i in restrict_to if i in sp.index}), dtype=np.int64
+            )
+            if rows.size == 0:
+                return []
+            scores = sp.matrix[rows] @ q
+        else:
+            rows = None
+            scores = sp.matrix @ q
+        n = scores.shape[0]
+        if k < n:
+            top = np.argpartition(-scores, k - 1)[:k]
+        else:
+            top = np.arange(n)
+        # Best first; ties broken by id so results are deterministic.
+        order = sorted(top.tolist(), key=lambda j: (-float(scores[j]), j))
+        out = []
+        for j in order:
+            row = int(rows[j]) if rows is not None else j
+            out.append((sp.ids[row], float(scores[j])))
+        return out
+
+    def get_vectors(self, group: str, space: str, ids: Sequence[str]) -> np.ndarray:
+        found: dict[str, bytes] = {}
+        dim = 0
+        with self._snapshot() as conn:
+            dim_row = conn.execute(
+                "SELECT dim FROM spaces WHERE grp = ? AND space = ?", (group, str(space))
+            ).fetchone()
+            dim = int(dim_row[0]) if dim_row else 0
+            for chunk in _chunks(list(dict.fromkeys(ids))):
+                for row in conn.execute(
+                    f"SELECT id, vec FROM vectors WHERE grp = ? AND space = ? AND id IN ({_marks(len(chunk))})",
+                    (group, str(space), *chunk),
+                ):
+                    found[row[0]] = row[1]
+        out = np.zeros((len(ids), dim), dtype=np.float32)
+        for r, i in enumerate(ids):
+            blob = found.get(i)
+            if blob is not None and len(blob) == 4 * dim:
+                out[r] = np.frombuffer(blob, dtype=np.float32)
+        return out
+
+    def all_vectors(self, group: str, space: str) -> tuple[list[str], np.ndarray]:
+        with self._snapshot() as conn:
+            dim_row = conn.execute(
+                "SELECT dim FROM spaces WHERE grp = ? AND space = ?", (group, str(space))
+            ).fetchone()
+            rows = conn.execute(
+                "SELECT id, vec FROM vectors WHERE grp = ? AND space = ? ORDER BY id", (group, str(space))
+            ).fetchall()
+        dim = int(dim_row[0]) if dim_row else 0
+        if not rows:
+            return [], np.zeros((0, dim), dtype=np.float32)
+        matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), dim)
+        return [r[0] for r in rows], matrix.copy()
+
+    def counts(self, group: str) -> dict[str, dict[str, int]]:
+        with self._snapshot() as conn:
+            nodes = conn.execute(
+                "SELECT label, COUNT(*) FROM nodes WHERE grp = ? GROUP BY label", (group,)
+            ).fetchall()
+            edges = conn.execute(
+                "SELECT type, COUNT(*) FROM edges WHERE grp = ? GROUP BY type", (group,)
+            ).fetchall()
+            vecs = conn.execute(
+                "SELECT space, COUNT(*) FROM vectors WHERE grp = ? GROUP BY space", (group,)
+            ).fetchall()
+        return {
+            "nodes": {r[0]: int(r[1]) for r in nodes},
+            "edges": {r[0]: int(r[1]) for r in edges},
+            "vectors": {r[0]: int(r[1]) for r in vecs},
+        }
+
+
+class EmbeddedBackend(StoreBackend):
+    """Embedded store: a directory with SQLite (nodes, edges, vectors) and numpy search."""
+
+    name = "embedded"
+
+    class Params(ComponentParams):
+        busy_timeout_s: float = Field(
+            60.0, ge=0.1, le=3600.0, description="How long a writer waits for another process's write lock."
+        )
+        synchronous: Literal["NORMAL", "FULL"] = Field(
+            "NORMAL",
+            description="SQLite fsync level: NORMAL survives process crashes (kill -9); FULL also power loss.",
+        )
+
+    params: Params
+
+    @classmethod
+    def handles(cls, location: str) -> bool:
+        return not _URI_RE.match(location)
+
+    def open(self, location: str, **options: Any) -> GraphStore:
+        options.pop("settings", None)
+        params = self.Params(**{**self.params.model_dump(), **options}) if options else self.params
+        return EmbeddedStore(
+            os.path.expanduser(location), busy_timeout_s=params.busy_timeout_s, synchronous=params.synchronous
+        )
+
+
+@hookimpl
+def register_stores() -> list[type[StoreBackend]]:
+    return [EmbeddedBackend]
