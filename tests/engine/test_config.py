@@ -108,7 +108,7 @@ def test_denoiser_before_any_evidence_is_a_wrong_order(tmp_path: Path, registry:
     e = exc.value
     assert e.stage == "t_keep" and e.line == 3
     assert "needs `evidence`" in e.message
-    assert "t_fixed" in (e.fix or "")  # names a stage that produces evidence
+    assert "after a stage that produces `evidence`, e.g." in (e.fix or "")  # names producers
 
 
 def test_stage_after_the_synthesizer_is_rejected(tmp_path: Path, registry: Registry) -> None:

@@ -1,0 +1,114 @@
+"""The runner: trace contents, disabled stages, parallel branches and their merge."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from graphroute.core.config import load_route, overrides_from_cli
+from graphroute.core.engine import open_store
+from graphroute.core.models import Evidence
+from graphroute.core.registry import Registry, build_registry
+from graphroute.core.runner import merge_states, run_route
+from graphroute.core.services import Services
+from graphroute.core.stage import QueryState
+from graphroute.core.store import GraphStore
+from tests.engine import stages as test_stages
+
+
+@pytest.fixture(scope="module")
+def registry() -> Registry:
+    return build_registry(extra_plugins=[test_stages])
+
+
+@pytest.fixture()
+def services(tmp_path: Path, registry: Registry) -> Services:
+    store: GraphStore = open_store(str(tmp_path / "store"), registry=registry)
+    return Services(store, "g", registry=registry)
+
+
+def route_file(tmp_path: Path, text: str) -> str:
+    p = tmp_path / "r.yaml"
+    p.write_text(textwrap.dedent(text).lstrip(), encoding="utf-8")
+    return str(p)
+
+
+LINEAR = """
+name: linear
+stages:
+  - {use: t_fixed, id: fixed, with: {n: 5}}
+  - {use: t_keep, id: keep, with: {n: 2}}
+  - {use: t_echo, id: synth}
+"""
+
+
+def test_trace_records_every_stage(tmp_path: Path, registry: Registry, services: Services) -> None:
+    route = load_route(route_file(tmp_path, LINEAR), registry, environ={})
+    result = run_route(route, "q?", services)
+    assert [t.stage for t in result.trace] == ["fixed", "keep", "synth"]
+    fixed, keep, synth = result.trace
+    assert (fixed.kind, fixed.items_in, fixed.items_out) == ("expander", 0, 5)  # consumes only the query
+    assert (keep.items_in, keep.items_out, keep.stats) == (5, 2, {"dropped": 3})
+    assert synth.tokens == {"prompt": 7, "completion": 3}
+    assert all(t.duration_ms >= 0 for t in result.trace)
+    assert result.answer == "e0 e1"
+    payload = result.to_public_json()
+    json.dumps(payload)  # serialisable
+    assert set(payload) >= {"answer", "citations", "evidence", "trace"}
+    assert set(payload["evidence"][0]) >= {"id", "text", "score", "document", "section_path", "source"}
+    assert set(payload["trace"][0]) >= {"stage", "duration_ms", "items_in", "items_out", "stats"}
+
+
+def test_disabled_stage_is_skipped_and_shown(tmp_path: Path, registry: Registry, services: Services) -> None:
+    route = load_route(route_file(tmp_path, LINEAR), registry, overrides=overrides_from_cli(disable=["keep"]), environ={})
+    result = run_route(route, "q?", services)
+    keep = result.trace[1]
+    assert keep.enabled is False and keep.duration_ms == 0 and keep.items_out == 0
+    assert result.answer == "e0 e1 e2 e3 e4"
+
+
+def test_parallel_branches_merge_by_union(tmp_path: Path, registry: Registry, services: Services) -> None:
+    route = load_route(
+        route_file(
+            tmp_path,
+            """
+            name: par
+            stages:
+              - parallel:
+                  - [{use: t_fixed, id: a, with: {prefix: a, n: 2}}]
+                  - [{use: t_fixed, id: b, with: {prefix: b, n: 2, start: 2.0}}, {use: t_keep, id: kb, with: {n: 1}}]
+              - {use: t_echo, id: synth}
+            """,
+        ),
+        registry,
+        environ={},
+    )
+    result = run_route(route, "q?", services)
+    assert [t.stage for t in result.trace] == ["a", "b", "kb", "synth"]
+    assert result.answer == "a0 a1 b0"  # branch order kept, branch b trimmed to one
+
+
+def test_rrf_merge_rewards_agreement() -> None:
+    base = QueryState(question="q", group="g")
+    b1 = QueryState(question="q", group="g", evidence=[Evidence(id="x", text="", score=9.0), Evidence(id="y", text="", score=8.0)])
+    b2 = QueryState(question="q", group="g", evidence=[Evidence(id="y", text="", score=0.9), Evidence(id="z", text="", score=0.8)])
+    merge_states(base, [b1, b2], "rrf", rrf_k=60)
+    assert [e.id for e in base.evidence] == ["y", "x", "z"]  # y is in both lists
+    assert base.evidence[0].score == pytest.approx(1 / 62 + 1 / 61)
+
+
+def test_union_merge_keeps_best_score() -> None:
+    base = QueryState(question="q", group="g")
+    b1 = QueryState(question="q", group="g", evidence=[Evidence(id="x", text="", score=0.2)])
+    b2 = QueryState(question="q", group="g", evidence=[Evidence(id="x", text="", score=0.7), Evidence(id="w", text="", score=0.1)])
+    merge_states(base, [b1, b2], "union")
+    assert [(e.id, e.score) for e in base.evidence] == [("x", 0.7), ("w", 0.1)]
+
+
+def test_no_evidence_means_not_found(tmp_path: Path, registry: Registry, services: Services) -> None:
+    route = load_route(route_file(tmp_path, "name: none\nstages:\n  - {use: t_fixed, with: {n: 0}}\n"), registry, environ={})
+    result = run_route(route, "q?", services)
+    assert result.negative is True and "not found" in result.answer.lower()
