@@ -40,7 +40,11 @@ def test_normalize_cases(surface: str, norm: str) -> None:
 
 
 def test_variants_share_one_id() -> None:
-    forms = ["The University of Copenhagen", "university of copenhagen", "University of Copenhagen's"]
+    forms = [
+        "The University of Copenhagen",
+        "university of copenhagen",
+        "University of Copenhagen's",
+    ]
     assert len({entity_id(f) for f in forms}) == 1
     assert entity_id("Paris") == "ent:paris"
 
