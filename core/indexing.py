@@ -11,16 +11,21 @@ The pipeline that loads, parses, embeds and writes documents, then runs the step
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+import sqlite3
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .components import Embedder, LLMClient
+from .components import Embedder, LLMClient, LoaderError
 from .registry import Registry
 from .settings import Settings
 from .store import GraphStore
@@ -106,3 +111,413 @@ class IndexContext:
 
     def llm(self) -> LLMClient | None:
         return self.llm_factory() if self.llm_factory else None
+
+
+# =========================================================================== the pipeline
+
+DOCUMENTS_META = "documents"  # group meta: {doc_id: {hash, source, title}}
+FINGERPRINT_META = "index_fingerprint"  # group meta: hashes of the parse and step settings
+IGNORE_FILE = ".graphrouteignore"
+DOC_BATCH = 64  # documents parsed, embedded and written together
+
+
+@dataclass
+class IndexReport:
+    """What one ``index_paths`` run did (``graphroute index --json``)."""
+
+    indexed: int = 0
+    unchanged: int = 0
+    removed: int = 0
+    failed: list[dict[str, str]] = field(default_factory=list)
+    seconds: float = 0.0
+    documents: int = 0  # documents in the group after the run
+    sentences: int = 0  # sentences in the group after the run
+    sentences_written: int = 0  # sentences (re)built in this run
+    steps: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    parse: dict[str, int] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+    embedding_cache: dict[str, int] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "indexed": self.indexed,
+            "unchanged": self.unchanged,
+            "removed": self.removed,
+            "failed": list(self.failed),
+            "seconds": round(self.seconds, 3),
+            "documents": self.documents,
+            "sentences": self.sentences,
+            "sentences_written": self.sentences_written,
+            "sentences_per_second": round(self.sentences_written / self.seconds, 1) if self.seconds > 0 else 0.0,
+            "steps": self.steps,
+            "warnings": list(self.warnings),
+            "parse": dict(self.parse),
+            "timings": {k: round(v, 3) for k, v in self.timings.items()},
+            "embedding_cache": dict(self.embedding_cache),
+        }
+
+
+def _fingerprint(data: Any) -> str:
+    import hashlib
+    import json
+
+    return hashlib.sha1(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _ignored(path: Path, patterns: list[str], root: Path) -> bool:
+    import fnmatch
+
+    rel = path.relative_to(root).as_posix()
+    return any(fnmatch.fnmatch(rel, p) or fnmatch.fnmatch(path.name, p) for p in patterns)
+
+
+def collect_files(paths: list[Path]) -> tuple[list[Path], list[dict[str, str]]]:
+    """Files to index, folders walked recursively in sorted order.
+
+    Hidden files and folders are skipped, and a folder may hold a ``.graphrouteignore`` with
+    glob patterns (one per line, relative to that folder) for files that are not documents,
+    e.g. the sample corpus's ``questions.txt``.
+    """
+    files: list[Path] = []
+    failed: list[dict[str, str]] = []
+    for p in paths:
+        if p.is_file():
+            files.append(p)
+            continue
+        if not p.exists():
+            failed.append({"path": str(p), "reason": "no such file or directory"})
+            continue
+        ignore: list[tuple[Path, list[str]]] = []
+        for dirpath, dirnames, filenames in os.walk(p):
+            d = Path(dirpath)
+            dirnames[:] = sorted(n for n in dirnames if not n.startswith("."))
+            ig = d / IGNORE_FILE
+            if ig.is_file():
+                pats = [ln.strip() for ln in ig.read_text(encoding="utf-8", errors="replace").splitlines()]
+                ignore.append((d, [x for x in pats if x and not x.startswith("#")]))
+            for name in sorted(filenames):
+                f = d / name
+                if name.startswith("."):
+                    continue
+                if any(f.is_relative_to(root) and _ignored(f, pats, root) for root, pats in ignore):
+                    continue
+                files.append(f)
+    seen: set[Path] = set()
+    unique = []
+    for f in files:
+        r = f.resolve()
+        if r not in seen:
+            seen.add(r)
+            unique.append(f)
+    return unique, failed
+
+
+class Indexer:
+    """Load, parse, embed and write documents into a group, then run the profile's steps.
+
+    Incremental: the group's ``documents`` meta records each document's content hash, so an
+    unchanged document is skipped, a changed one is replaced in one atomic write
+    (``replace_doc``) and, with ``remove_missing``, a document whose file is gone is deleted.
+    A bad file is reported in ``failed`` and skipped; nothing already indexed is lost.
+    """
+
+    def __init__(
+        self,
+        store: GraphStore,
+        group: str,
+        *,
+        registry: Registry,
+        settings: Settings,
+        profile: str | IndexProfile | None = None,
+    ) -> None:
+        self.store = store
+        self.group = group
+        self.registry = registry
+        self.settings = settings
+        self.profile = profile if isinstance(profile, IndexProfile) else load_index_profile(profile)
+        self._embedder: Embedder | None = None
+        self._segmenter: Any = None
+
+    # ------------------------------------------------------------------ components
+    def embedder(self) -> Embedder:
+        """The profile's embedder behind the on-disk embedding cache."""
+        if self._embedder is None:
+            from .embed_cache import CachingEmbedder, EmbeddingCache
+
+            spec = self.profile.embedder
+            cls = self.registry.embedders.get(spec.use)
+            inner = cls(cls.Params(**spec.with_))
+            try:
+                cache: EmbeddingCache | None = EmbeddingCache(Path(self.settings.cache_dir))
+            except (OSError, sqlite3.Error):  # an unwritable cache dir costs speed, not correctness
+                cache = None
+            self._embedder = CachingEmbedder(inner, cache)
+        return self._embedder
+
+    def segmenter(self) -> Any:
+        if self._segmenter is None:
+            spec = self.profile.segmenter
+            cls = self.registry.segmenters.get(spec.use)
+            self._segmenter = cls(cls.Params(**spec.with_))
+        return self._segmenter
+
+    def _loaders(self) -> list[Any]:
+        loaders = []
+        for entry in self.registry.loaders.entries.values():
+            params_cls = entry.cls.Params
+            kwargs = {"max_file_mb": self.profile.parse.max_file_mb} if "max_file_mb" in params_cls.model_fields else {}
+            loaders.append(entry.cls(params_cls(**kwargs)))
+        return loaders
+
+    def _limits(self) -> Any:
+        from .skeleton import ParseLimits
+
+        p = self.profile.parse
+        return ParseLimits(
+            chunk_max_tokens=p.chunk_max_tokens, min_sentence_chars=p.min_sentence_chars,
+            min_sentence_words=p.min_sentence_words, label_prefix=p.label_prefix,
+            cross_chunk_dedup=p.cross_chunk_dedup,
+        )
+
+    # ------------------------------------------------------------------ the run
+    def index_paths(self, paths: list[Path], remove_missing: bool = False) -> IndexReport:
+        from .models import Label
+        from .progress import track
+        from .services import INDEX_PROFILE_META
+        from .skeleton import doc_id_for, plan_document, skeletons
+        from .stats import INDEX_REPORT_META
+
+        t0 = time.perf_counter()
+        report = IndexReport()
+        profile_json = self.profile.model_dump(by_alias=True, mode="json")
+        parse_fp = _fingerprint([profile_json["segmenter"], profile_json["embedder"], profile_json["parse"]])
+        steps_fp = _fingerprint(profile_json["steps"])
+        old_fp = self.store.get_meta(self.group, FINGERPRINT_META) or {}
+        reparse_all = bool(old_fp) and old_fp.get("parse") != parse_fp
+        documents: dict[str, dict[str, Any]] = dict(self.store.get_meta(self.group, DOCUMENTS_META) or {})
+
+        # ---- load
+        files, report.failed = collect_files([Path(p) for p in paths])
+        loaders = self._loaders()
+        exts = sorted({e for ld in loaders for e in ld.extensions})
+        loaded: list[Any] = []  # SourceDocuments to (re)index
+        loaded_files: set[str] = set()  # files that loaded fine (their docs are current)
+        yielded: set[str] = set()
+        tl = time.perf_counter()
+        for f in track(files, "load"):
+            loader = next((ld for ld in loaders if ld.accepts(f)), None)
+            if loader is None:
+                report.failed.append({"path": str(f), "reason": f"unsupported file type {f.suffix or '(none)'!r}; supported: {', '.join(exts)}"})
+                continue
+            try:
+                docs = list(loader.load(f))
+            except LoaderError as exc:
+                report.failed.append({"path": str(f), "reason": _reason(exc, f)})
+                continue
+            except Exception as exc:  # a loader bug must not lose the rest of the folder
+                report.failed.append({"path": str(f), "reason": f"{type(exc).__name__}: {exc}"})
+                continue
+            loaded_files.add(str(f.resolve()))
+            for d in docs:
+                d.source = _absolute_source(d.source, f)
+                did = doc_id_for(d.source)
+                if did in yielded:
+                    continue
+                yielded.add(did)
+                old = documents.get(did)
+                if old and old.get("hash") == d.content_hash and not reparse_all:
+                    report.unchanged += 1
+                    continue
+                loaded.append(d)
+        report.timings["load"] = time.perf_counter() - tl
+
+        # ---- removed documents
+        to_remove: list[str] = []
+        if remove_missing:
+            for did, info in documents.items():
+                src = str(info.get("source", ""))
+                file_part = src.split("#", 1)[0]
+                gone = not Path(file_part).exists()
+                dropped = file_part in loaded_files and did not in yielded
+                if gone or dropped:
+                    to_remove.append(did)
+
+        # ---- parse, embed, write in batches of documents
+        changed: set[str] = set()
+        parse_stats: dict[str, int] = {}
+        tp = te = tw = 0.0
+        limits = self._limits()
+        if loaded:
+            with _bar("parse + embed + write documents", len(loaded)) as b:
+                for i in range(0, len(loaded), DOC_BATCH):
+                    batch = loaded[i : i + DOC_BATCH]
+                    t = time.perf_counter()
+                    plans = [plan_document(d, doc_id_for(d.source)) for d in batch]
+                    skels = skeletons(plans, self.segmenter().split, self.group, limits)
+                    tp += time.perf_counter() - t
+                    t = time.perf_counter()
+                    vecs = self._embed(skels)
+                    te += time.perf_counter() - t
+                    t = time.perf_counter()
+                    fresh_nodes: list[Any] = []
+                    fresh_edges: list[Any] = []
+                    fresh_vecs: dict[str, tuple[list[str], list[np.ndarray]]] = {}
+                    for sk, d in zip(skels, batch, strict=True):
+                        for k, v in sk.stats.items():
+                            parse_stats[k] = parse_stats.get(k, 0) + v
+                        is_new = sk.doc_id not in documents
+                        documents[sk.doc_id] = {"hash": d.content_hash, "source": d.source, "title": d.title}
+                        changed.add(sk.doc_id)
+                        report.sentences_written += len(sk.sentence_ids)
+                        if is_new:  # new documents of the batch go together in one write
+                            fresh_nodes.extend(sk.nodes)
+                            fresh_edges.extend(sk.edges)
+                            for space, (ids, mat) in vecs[sk.doc_id].items():
+                                acc = fresh_vecs.setdefault(space, ([], []))
+                                acc[0].extend(ids)
+                                acc[1].append(mat)
+                        else:  # a changed document: its old subgraph is replaced atomically
+                            self.store.write(
+                                self.group, sk.nodes, sk.edges, vecs[sk.doc_id],
+                                replace_doc=sk.doc_id, meta={DOCUMENTS_META: documents},
+                            )
+                    if fresh_nodes:
+                        self.store.write(
+                            self.group, fresh_nodes, fresh_edges,
+                            {sp: (ids, np.concatenate(ms)) for sp, (ids, ms) in fresh_vecs.items()},
+                            meta={DOCUMENTS_META: documents},
+                        )
+                    tw += time.perf_counter() - t
+                    b.advance(len(batch))
+        report.timings.update(parse=tp, embed=te, write=tw)
+        report.indexed = len(changed)
+        report.parse = parse_stats
+
+        for did in to_remove:
+            documents.pop(did, None)
+            self.store.write(self.group, replace_doc=did, meta={DOCUMENTS_META: documents})
+        report.removed = len(to_remove)
+
+        # ---- index steps
+        steps_changed = old_fp.get("steps") != steps_fp
+        dirty = bool(changed or to_remove or reparse_all)
+        if (dirty or steps_changed) and (documents or to_remove):
+            step_changed_docs = set(changed) if not steps_changed else set(documents)
+            ts = time.perf_counter()
+            report.steps = self._run_steps(step_changed_docs, set(to_remove), report)
+            report.timings["steps"] = time.perf_counter() - ts
+        counts = self.store.counts(self.group)
+        report.documents = counts.get("nodes", {}).get(Label.DOCUMENT.value, 0)
+        report.sentences = counts.get("nodes", {}).get(Label.SENTENCE.value, 0)
+        emb = self._embedder
+        if emb is not None:
+            report.embedding_cache = {"hits": getattr(emb, "hits", 0), "misses": getattr(emb, "misses", 0)}
+        report.seconds = time.perf_counter() - t0
+        if (dirty or steps_changed) and (documents or to_remove):
+            # only a run that changed something rewrites the meta (a write bumps the group
+            # version and would invalidate every cache for nothing)
+            self.store.write(self.group, meta={
+                FINGERPRINT_META: {"parse": parse_fp, "steps": steps_fp},
+                INDEX_PROFILE_META: profile_json,
+                INDEX_REPORT_META: report.to_json(),
+            })
+        return report
+
+    # ------------------------------------------------------------------ helpers
+    def _embed(self, skels: list[Any]) -> dict[str, dict[str, tuple[list[str], np.ndarray]]]:
+        """Sentence and chunk vectors for a batch; section vectors are the renormalised mean
+        of the section's own sentence vectors (no extra model call; sections without direct
+        sentences get no vector)."""
+        from .models import VectorSpace
+
+        emb = self.embedder()
+        sent = emb.embed_contextual([sk.sentence_embed_texts for sk in skels])
+        chunk_texts = [t for sk in skels for t in sk.chunk_embed_texts]
+        chunk_vecs = emb.embed(chunk_texts) if chunk_texts else np.zeros((0, emb.dimension), np.float32)
+        out: dict[str, dict[str, tuple[list[str], np.ndarray]]] = {}
+        ci = 0
+        for sk, sv in zip(skels, sent, strict=True):
+            cv = chunk_vecs[ci : ci + len(sk.chunk_ids)]
+            ci += len(sk.chunk_ids)
+            spaces: dict[str, tuple[list[str], np.ndarray]] = {}
+            if sk.sentence_ids:
+                spaces[VectorSpace.SENTENCE.value] = (list(sk.sentence_ids), np.asarray(sv, dtype=np.float32))
+                by_sec: dict[str, list[int]] = {}
+                for j, sec in enumerate(sk.sentence_sections):
+                    by_sec.setdefault(sec, []).append(j)
+                sec_ids = list(by_sec)
+                means = np.stack([np.asarray(sv)[by_sec[s]].mean(axis=0) for s in sec_ids]).astype(np.float32)
+                norms = np.linalg.norm(means, axis=1, keepdims=True)
+                norms[norms == 0] = 1.0
+                spaces[VectorSpace.SECTION.value] = (sec_ids, means / norms)
+            if sk.chunk_ids:
+                spaces[VectorSpace.CHUNK.value] = (list(sk.chunk_ids), np.asarray(cv, dtype=np.float32))
+            out[sk.doc_id] = spaces
+        return out
+
+    def _run_steps(self, changed: set[str], removed: set[str], report: IndexReport) -> dict[str, Any]:
+        ctx = IndexContext(
+            store=self.store, group=self.group, registry=self.registry, embedder=self.embedder(),
+            profile=self.profile, settings=self.settings, changed_docs=changed, removed_docs=removed,
+            llm_factory=_llm_factory(self.settings, self.registry),
+        )
+        results: dict[str, Any] = {}
+        for spec in self.profile.steps:
+            if not spec.enabled:
+                results[spec.use] = {"skipped": "disabled in the profile"}
+                continue
+            if spec.use not in self.registry.index_steps:
+                msg = f"index step {spec.use!r} is not registered (plugin not installed?); skipped"
+                report.warnings.append(msg)
+                results[spec.use] = {"skipped": "not registered"}
+                continue
+            cls = self.registry.index_steps.get(spec.use)
+            t = time.perf_counter()
+            try:
+                step = cls(cls.Params(**spec.with_))
+                stats = step.run(ctx) or {}
+            except Exception as exc:  # documents are safe; report the broken step loudly
+                msg = f"index step {spec.use!r} failed: {type(exc).__name__}: {exc}"
+                report.warnings.append(msg)
+                results[spec.use] = {"error": f"{type(exc).__name__}: {exc}"}
+                continue
+            stats = dict(stats)
+            stats.setdefault("seconds", round(time.perf_counter() - t, 3))
+            results[spec.use] = stats
+            ctx.stats[spec.use] = stats
+        return results
+
+
+def _reason(exc: Exception, path: Path) -> str:
+    """The loader's message without a repeated path prefix."""
+    msg = str(exc)
+    prefix = f"{path}: "
+    return msg[len(prefix) :] if msg.startswith(prefix) else msg
+
+
+def _absolute_source(source: str, path: Path) -> str:
+    """Sources are absolute so a document keeps its id whatever the working directory."""
+    file_part, sep, frag = source.partition("#")
+    if file_part == str(path):
+        return str(path.resolve()) + sep + frag
+    return source
+
+
+def _llm_factory(settings: Settings, registry: Registry) -> Callable[[], LLMClient | None] | None:
+    try:
+        from .llm import llm_factory
+    except ImportError:
+        return None
+    try:
+        return llm_factory(settings, registry)
+    except Exception:
+        return None
+
+
+@contextmanager
+def _bar(description: str, total: int) -> Iterator[Any]:
+    from .progress import bar
+
+    with bar(description, total) as b:
+        yield b

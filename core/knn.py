@@ -1,0 +1,121 @@
+"""Blockwise exact top-k cosine neighbours, for kNN edge builders and the threshold sweep.
+
+Why blockwise: 100k sentences would need a 100k x 100k similarity matrix (40 GB of float32).
+Rows are processed in blocks sized so one block of similarities stays around 64 MB, and only
+each row's top-k survives. Vectors are L2-normalised, so a dot product is the cosine.
+
+``exclude`` assigns each vector a key (e.g. its chunk id); neighbours with the same key are
+never chosen (RELATED_TO is cross-chunk only). Self-matches are always excluded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+BLOCK_ELEMENTS = 16_000_000  # similarities per block (64 MB of float32)
+
+
+@dataclass(frozen=True)
+class Pair:
+    """An undirected neighbour pair, stored once: ``a < b`` by position."""
+
+    a: int
+    b: int
+    similarity: float
+    mutual: bool
+
+
+def normalise(matrix: np.ndarray) -> np.ndarray:
+    m = np.asarray(matrix, dtype=np.float32)
+    norms = np.linalg.norm(m, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return m / norms
+
+
+def topk_neighbours(
+    vectors: np.ndarray,
+    k: int,
+    *,
+    exclude: Sequence[object] | None = None,
+    min_similarity: float = -1.0,
+    progress: object | None = None,
+) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+    """Yield ``(row, neighbour_indexes, similarities)`` for every row, best first, at most k
+    neighbours with similarity >= ``min_similarity``."""
+    x = normalise(vectors)
+    n = x.shape[0]
+    if n == 0 or k <= 0:
+        return
+    keys = np.arange(n) if exclude is None else _codes(exclude)
+    # rows with the same key form contiguous ranges once sorted: mask them per row cheaply
+    order = np.argsort(keys, kind="stable")
+    xs = x[order]
+    ks = keys[order]
+    bounds = np.flatnonzero(np.diff(ks)) + 1
+    starts = np.concatenate(([0], bounds))
+    ends = np.concatenate((bounds, [n]))
+    group_of = np.repeat(np.arange(len(starts)), ends - starts)
+    block = max(1, min(n, BLOCK_ELEMENTS // max(n, 1)))
+    kk = min(k, n - 1)
+    if kk <= 0:
+        return
+    for i0 in range(0, n, block):
+        i1 = min(n, i0 + block)
+        sims = xs[i0:i1] @ xs.T
+        for r in range(i0, i1):
+            g = group_of[r]
+            sims[r - i0, starts[g] : ends[g]] = -np.inf  # same key (and self)
+        if kk < n:
+            idx = np.argpartition(-sims, kk - 1, axis=1)[:, :kk]
+        else:
+            idx = np.tile(np.arange(n), (i1 - i0, 1))
+        top = np.take_along_axis(sims, idx, axis=1)
+        for r in range(i1 - i0):
+            sel = np.argsort(-top[r])
+            nb, sv = idx[r][sel], top[r][sel]
+            keep = sv >= min_similarity
+            yield int(order[i0 + r]), order[nb[keep]], sv[keep].astype(np.float32)
+        if progress is not None and hasattr(progress, "advance"):
+            progress.advance(i1 - i0)
+
+
+def _codes(keys: Sequence[object]) -> np.ndarray:
+    lookup: dict[object, int] = {}
+    return np.fromiter((lookup.setdefault(key, len(lookup)) for key in keys), dtype=np.int64, count=len(keys))
+
+
+def knn_pairs(
+    vectors: np.ndarray,
+    k: int,
+    threshold: float,
+    *,
+    exclude: Sequence[object] | None = None,
+    progress: object | None = None,
+) -> list[Pair]:
+    """Each row chooses its top-k neighbours at or above ``threshold``; the union of the
+    choices, one :class:`Pair` per unordered pair, best first. At most ``k * n`` pairs."""
+    chosen: dict[tuple[int, int], tuple[float, int]] = {}
+    for row, nbs, sims in topk_neighbours(vectors, k, exclude=exclude, min_similarity=threshold, progress=progress):
+        for j, s in zip(nbs.tolist(), sims.tolist(), strict=True):
+            key = (row, j) if row < j else (j, row)
+            prev = chosen.get(key)
+            chosen[key] = (max(s, prev[0]), prev[1] + 1) if prev else (s, 1)
+    pairs = [Pair(a, b, float(s), mutual=c > 1) for (a, b), (s, c) in chosen.items()]
+    pairs.sort(key=lambda p: (-p.similarity, p.a, p.b))
+    return pairs
+
+
+def topk_table(vectors: np.ndarray, k: int, *, exclude: Sequence[object] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Dense ``(n, k)`` neighbour indexes and similarities (``-1`` / ``-inf`` padding): one
+    pass that serves every threshold of a sweep, since the top-k at threshold t are the
+    overall top-k filtered by t."""
+    n = vectors.shape[0]
+    idx = np.full((n, k), -1, dtype=np.int64)
+    sim = np.full((n, k), -np.inf, dtype=np.float32)
+    for row, nbs, sims in topk_neighbours(vectors, k, exclude=exclude):
+        idx[row, : len(nbs)] = nbs
+        sim[row, : len(sims)] = sims
+    return idx, sim

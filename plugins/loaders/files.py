@@ -1,0 +1,566 @@
+"""Built-in file loaders: plain text, Markdown, HTML, PDF and JSON corpora.
+
+Every loader turns a file into :class:`SourceDocument` s made of :class:`Block` s in reading
+order (headings with levels, paragraphs, tables); the skeleton builder
+(:mod:`graphroute.core.skeleton`) does the rest. Loaders only *read*: they never guess
+sentences. Bad input raises :class:`LoaderError` with a reason a user can act on, so the
+indexer can report the file and carry on with the others.
+
+Content taxonomy (skeleton reference): titles, key-value pairs and repeated page headers are
+emitted as ``title`` / ``kvp`` / ``page_header`` blocks, which the skeleton keeps as metadata
+only; paragraphs and table rows become sentences.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from graphroute.core.components import Block, ComponentParams, Loader, LoaderError, SourceDocument
+from graphroute.core.hookspecs import hookimpl
+from graphroute.core.models import content_hash
+from pydantic import Field
+
+# --------------------------------------------------------------------------- shared checks
+
+
+class FileLoaderParams(ComponentParams):
+    max_file_mb: float = Field(50.0, gt=0, description="larger files are refused (the indexer passes parse.max_file_mb)")
+
+
+def check_size(path: Path, max_file_mb: float) -> int:
+    """Refuse missing, empty and oversized files before reading them."""
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise LoaderError(f"{path}: cannot read file ({exc.strerror or exc})") from None
+    if size == 0:
+        raise LoaderError(f"{path}: empty file")
+    if size > max_file_mb * 1024 * 1024:
+        raise LoaderError(
+            f"{path}: file is {size / 1024 / 1024:.1f} MB, over the limit of {max_file_mb:g} MB "
+            "(raise parse.max_file_mb in the index profile to accept it)"
+        )
+    return size
+
+
+def read_text(path: Path, max_file_mb: float) -> str:
+    """Read a text file as UTF-8 (BOM allowed), refusing binary and non-UTF-8 content."""
+    check_size(path, max_file_mb)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise LoaderError(f"{path}: cannot read file ({exc.strerror or exc})") from None
+    if b"\x00" in raw[:8192]:
+        raise LoaderError(f"{path}: binary file (contains NUL bytes), not text")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        bad = raw[exc.start : exc.start + 1].hex()
+        raise LoaderError(
+            f"{path}: not valid UTF-8 text (byte 0x{bad} at offset {exc.start}); re-save the file as UTF-8"
+        ) from None
+    if not text.strip():
+        raise LoaderError(f"{path}: empty file (only whitespace)")
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def humanize_stem(path: Path) -> str:
+    """``property_management-agreement.md`` -> ``property management agreement``."""
+    return re.sub(r"[_\-]+", " ", path.stem).strip() or path.name
+
+
+def normalize_ws(text: str) -> str:
+    """Collapse hard line wraps and runs of spaces inside one paragraph."""
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def make_doc(title: str, source: str, blocks: list[Block], hash_basis: str, **metadata: Any) -> SourceDocument:
+    return SourceDocument(
+        title=title.strip() or source, source=source, blocks=blocks,
+        content_hash=content_hash(hash_basis), metadata=dict(metadata),
+    )
+
+
+def _ensure_content(path: Path, blocks: list[Block]) -> None:
+    if not any(b.kind in ("paragraph", "table") for b in blocks):
+        raise LoaderError(f"{path}: no text content (only headings or markup)")
+
+
+# --------------------------------------------------------------------------- plain text and Markdown
+
+_MD_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+_MD_SETEXT = re.compile(r"^(=+|-+)\s*$")
+_MD_LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d{1,3}[.)])\s+")
+_MD_TABLE_SEP = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?\s*$")
+_MD_FENCE = re.compile(r"^\s*(```|~~~)")
+_MD_INLINE = [
+    (re.compile(r"!\[([^\]]*)\]\([^)]*\)"), r"\1"),  # images -> alt text
+    (re.compile(r"\[([^\]]+)\]\([^)]*\)"), r"\1"),  # links -> link text
+    (re.compile(r"(\*\*|__)(.+?)\1"), r"\2"),  # bold
+    (re.compile(r"(?<![\w*])\*(?!\s)(.+?)(?<!\s)\*(?![\w*])"), r"\1"),  # italics
+    (re.compile(r"`([^`]+)`"), r"\1"),  # inline code
+]
+
+
+def strip_inline_md(text: str) -> str:
+    for pattern, repl in _MD_INLINE:
+        text = pattern.sub(repl, text)
+    return text
+
+
+def _split_row(line: str) -> list[str]:
+    line = line.strip()
+    if line.startswith("|"):
+        line = line[1:]
+    if line.endswith("|"):
+        line = line[:-1]
+    return [strip_inline_md(c.strip()) for c in line.split("|")]
+
+
+def parse_markdown(text: str) -> tuple[list[Block], dict[str, str]]:
+    """Blocks of a Markdown text, plus YAML-ish front-matter key/values (metadata only).
+
+    Fenced code is skipped: code is not prose and spaCy sentences of it are noise.
+    """
+    lines = text.split("\n")
+    blocks: list[Block] = []
+    kvps: dict[str, str] = {}
+    i = 0
+    if lines and lines[0].strip() == "---":  # front matter
+        for j in range(1, min(len(lines), 200)):
+            if lines[j].strip() == "---":
+                for fm in lines[1:j]:
+                    if ":" in fm:
+                        k, v = fm.split(":", 1)
+                        if k.strip() and v.strip():
+                            kvps[k.strip()] = v.strip().strip("\"'")
+                i = j + 1
+                break
+    para: list[str] = []
+
+    def flush() -> None:
+        if para:
+            t = normalize_ws(strip_inline_md(" ".join(para)))
+            if t:
+                blocks.append(Block(kind="paragraph", text=t))
+            para.clear()
+
+    in_fence = False
+    while i < len(lines):
+        line = lines[i]
+        if _MD_FENCE.match(line):
+            flush()
+            in_fence = not in_fence
+            i += 1
+            continue
+        if in_fence:
+            i += 1
+            continue
+        m = _MD_HEADING.match(line)
+        if m:
+            flush()
+            blocks.append(Block(kind="heading", text=strip_inline_md(m.group(2)).strip(), level=len(m.group(1))))
+            i += 1
+            continue
+        nxt = lines[i + 1] if i + 1 < len(lines) else ""
+        if line.strip() and not para and _MD_SETEXT.match(nxt) and not _MD_LIST_ITEM.match(line):
+            blocks.append(Block(kind="heading", text=strip_inline_md(line).strip(), level=1 if nxt.strip()[0] == "=" else 2))
+            i += 2
+            continue
+        if "|" in line and _MD_TABLE_SEP.match(nxt):
+            flush()
+            rows = [_split_row(line)]
+            i += 2
+            while i < len(lines) and "|" in lines[i] and lines[i].strip():
+                rows.append(_split_row(lines[i]))
+                i += 1
+            blocks.append(Block(kind="table", rows=rows, text="\n".join(" | ".join(r) for r in rows)))
+            continue
+        if not line.strip():
+            flush()
+        elif _MD_LIST_ITEM.match(line):
+            flush()
+            para.append(_MD_LIST_ITEM.sub("", line, count=1))
+        elif line.lstrip().startswith(">"):
+            para.append(line.lstrip().lstrip(">"))
+        else:
+            para.append(line)
+        i += 1
+    flush()
+    return blocks, kvps
+
+
+def promote_title(blocks: list[Block], fallback: str) -> tuple[str, list[Block]]:
+    """A single leading H1 is the document title (metadata), not a section."""
+    h1 = [b for b in blocks if b.kind == "heading" and b.level == 1]
+    first = next((b for b in blocks if b.kind != "kvp"), None)
+    if first is not None and first.kind == "heading" and first.level == 1 and len(h1) == 1:
+        idx = blocks.index(first)
+        return first.text, [*blocks[:idx], Block(kind="title", text=first.text), *blocks[idx + 1 :]]
+    return fallback, blocks
+
+
+class TextLoader(Loader):
+    """Plain text (.txt): blank lines separate paragraphs; the file name is the title."""
+
+    name = "text"
+    extensions = (".txt", ".text")
+    Params = FileLoaderParams
+    params: FileLoaderParams
+
+    def load(self, path: Path) -> Iterator[SourceDocument]:
+        text = read_text(path, self.params.max_file_mb)
+        parts = [p.strip() for p in re.split(r"\n\s*\n", text) if p.strip()]
+        title = humanize_stem(path)
+        blocks: list[Block] = []
+        # plain-text convention: a short first line standing alone, without final
+        # punctuation, is the title (metadata), not a sentence
+        if len(parts) > 1 and "\n" not in parts[0] and len(parts[0]) <= 100 and parts[0][-1] not in ".!?:;,":
+            title = parts.pop(0)
+            blocks.append(Block(kind="title", text=title))
+        blocks += [Block(kind="paragraph", text=normalize_ws(p)) for p in parts]
+        _ensure_content(path, blocks)
+        yield make_doc(title, str(path), blocks, text)
+
+
+class MarkdownLoader(Loader):
+    """Markdown (.md): headings become sections with levels, pipe tables become tables."""
+
+    name = "markdown"
+    extensions = (".md", ".markdown")
+    Params = FileLoaderParams
+    params: FileLoaderParams
+
+    def load(self, path: Path) -> Iterator[SourceDocument]:
+        text = read_text(path, self.params.max_file_mb)
+        blocks, kvps = parse_markdown(text)
+        title, blocks = promote_title(blocks, kvps.get("title") or humanize_stem(path))
+        blocks = [Block(kind="kvp", text=f"{k}: {v}") for k, v in kvps.items()] + blocks
+        _ensure_content(path, blocks)
+        yield make_doc(title, str(path), blocks, text)
+
+
+# --------------------------------------------------------------------------- HTML
+
+_HTML_SKIP = {"script", "style", "noscript", "template", "head", "svg", "math", "iframe", "object", "canvas"}
+_HTML_HEADINGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
+_HTML_BLOCKS = {
+    "p", "div", "li", "blockquote", "pre", "section", "article", "main", "aside", "header",
+    "footer", "nav", "figure", "figcaption", "address", "body", "ul", "ol", "form", "fieldset",
+    "details", "summary", "caption", "hr", "br",
+}
+
+
+class _HtmlWalker:
+    """Iterative (explicit-stack) walk over a BeautifulSoup tree.
+
+    Recursion would hit Python's limit on deeply nested markup; an explicit stack of
+    (tag, child-iterator) pairs handles any depth in constant Python stack.
+    """
+
+    def __init__(self) -> None:
+        self.blocks: list[Block] = []
+        self.kvps: list[str] = []
+        self.buf: list[str] = []
+        self.heading: int = 0  # level of the heading being read, 0 = none
+        self.table_depth = 0
+        self.rows: list[list[str]] = []
+        self.cell: list[str] | None = None
+        self.dl_term: str | None = None
+
+    def flush(self) -> None:
+        text = normalize_ws("".join(self.buf))
+        self.buf.clear()
+        if not text:
+            return
+        if self.heading:
+            self.blocks.append(Block(kind="heading", text=text, level=self.heading))
+        else:
+            self.blocks.append(Block(kind="paragraph", text=text))
+
+    def enter(self, name: str) -> None:
+        if self.table_depth:
+            if name == "table":
+                self.table_depth += 1
+            elif self.table_depth == 1 and name == "tr":
+                self.rows.append([])
+            elif self.table_depth == 1 and name in ("td", "th"):
+                self.cell = []
+            elif name == "br" and self.cell is not None:
+                self.cell.append(" ")
+            return
+        if name == "table":
+            self.flush()
+            self.table_depth = 1
+            self.rows = []
+        elif name in _HTML_HEADINGS:
+            self.flush()
+            self.heading = _HTML_HEADINGS[name]
+        elif name in ("dt", "dd") or name in _HTML_BLOCKS:
+            self.flush()
+
+    def exit(self, name: str) -> None:
+        if self.table_depth:
+            if name == "table":
+                self.table_depth -= 1
+                if self.table_depth == 0:
+                    rows = [r for r in self.rows if any(c for c in r)]
+                    if rows:
+                        self.blocks.append(Block(kind="table", rows=rows, text="\n".join(" | ".join(r) for r in rows)))
+                    self.rows = []
+            elif self.table_depth == 1 and name in ("td", "th") and self.cell is not None:
+                if not self.rows:
+                    self.rows.append([])
+                self.rows[-1].append(normalize_ws("".join(self.cell)))
+                self.cell = None
+            return
+        if name in _HTML_HEADINGS:
+            self.flush()
+            self.heading = 0
+        elif name == "dt":
+            self.dl_term = normalize_ws("".join(self.buf))
+            self.buf.clear()
+        elif name == "dd":
+            value = normalize_ws("".join(self.buf))
+            self.buf.clear()
+            if self.dl_term and value:
+                self.kvps.append(f"{self.dl_term}: {value}")
+            self.dl_term = None
+        elif name in _HTML_BLOCKS:
+            self.flush()
+
+    def text(self, s: str) -> None:
+        if self.table_depth:
+            if self.cell is not None:
+                self.cell.append(s)
+            return
+        self.buf.append(s)
+
+    def walk(self, root: Any) -> None:
+        from bs4 import NavigableString, Tag
+        from bs4.element import CData
+
+        stack: list[tuple[Any, Iterator[Any]]] = [(root, iter(root.contents))]
+        while stack:
+            node, children = stack[-1]
+            child = next(children, None)
+            if child is None:
+                stack.pop()
+                if isinstance(node, Tag) and node is not root:
+                    self.exit(node.name)
+                continue
+            if isinstance(child, Tag):
+                if child.name in _HTML_SKIP:
+                    continue
+                self.enter(child.name)
+                stack.append((child, iter(child.contents)))
+            elif isinstance(child, NavigableString) and (type(child) is NavigableString or isinstance(child, CData)):
+                self.text(str(child))
+        self.flush()
+
+
+class HtmlLoader(Loader):
+    """HTML (.html/.htm): headings, paragraphs and tables; any nesting depth."""
+
+    name = "html"
+    extensions = (".html", ".htm", ".xhtml")
+    Params = FileLoaderParams
+    params: FileLoaderParams
+
+    def load(self, path: Path) -> Iterator[SourceDocument]:
+        from bs4 import BeautifulSoup
+
+        text = read_text(path, self.params.max_file_mb)
+        soup = BeautifulSoup(text, "html.parser")
+        title_tag = soup.find("title")
+        html_title = normalize_ws(title_tag.get_text()) if title_tag is not None else ""
+        walker = _HtmlWalker()
+        walker.walk(soup)
+        blocks = walker.blocks
+        if html_title:
+            title = html_title
+            # an <h1> repeating the <title> is the title, not a section
+            first = next((b for b in blocks if b.kind == "heading"), None)
+            if first is not None and first.level == 1 and first.text == html_title:
+                first.kind = "title"
+        else:
+            title, blocks = promote_title(blocks, humanize_stem(path))
+        blocks = [Block(kind="kvp", text=k) for k in walker.kvps] + blocks
+        _ensure_content(path, blocks)
+        yield make_doc(title, str(path), blocks, text)
+
+
+# --------------------------------------------------------------------------- PDF
+
+_DIGITS = re.compile(r"\d+")
+
+
+class PdfLoader(Loader):
+    """PDF (.pdf) via pdfplumber, offline: text lines grouped into paragraphs, tables as rows."""
+
+    name = "pdf"
+    extensions = (".pdf",)
+    Params = FileLoaderParams
+    params: FileLoaderParams
+
+    def load(self, path: Path) -> Iterator[SourceDocument]:
+        import pdfplumber
+
+        check_size(path, self.params.max_file_mb)
+        raw = path.read_bytes()
+        if not raw.lstrip()[:5].startswith(b"%PDF"):
+            raise LoaderError(f"{path}: not a PDF file (no %PDF header)")
+        try:
+            pdf = pdfplumber.open(path)
+        except Exception as exc:  # pdfminer raises many different types on broken files
+            raise LoaderError(f"{path}: unreadable PDF ({type(exc).__name__}: {exc})") from None
+        pages: list[list[tuple[str, float, float, float]]] = []  # per page: (text, top, bottom, size)
+        tables: list[list[tuple[float, list[list[str]]]]] = []
+        title = ""
+        try:
+            meta_title = (pdf.metadata or {}).get("Title")
+            if isinstance(meta_title, bytes):
+                meta_title = meta_title.decode("utf-8", "replace")
+            title = str(meta_title or "").strip()
+            for page in pdf.pages:
+                found = page.find_tables()
+                page_tables = []
+                for t in found:
+                    rows = [[normalize_ws(c or "") for c in row] for row in t.extract()]
+                    rows = [r for r in rows if any(r)]
+                    if rows:
+                        page_tables.append((float(t.bbox[1]), rows))
+                tables.append(page_tables)
+                body = page
+                for t in found:
+                    body = body.outside_bbox(t.bbox)
+                lines = []
+                for ln in body.extract_text_lines(return_chars=True):
+                    sizes = [float(c.get("size", 0)) for c in ln.get("chars", [])]
+                    size = max(set(sizes), key=sizes.count) if sizes else 0.0
+                    lines.append((str(ln["text"]), float(ln["top"]), float(ln["bottom"]), size))
+                pages.append(lines)
+        except LoaderError:
+            raise
+        except Exception as exc:
+            raise LoaderError(f"{path}: unreadable PDF ({type(exc).__name__}: {exc})") from None
+        finally:
+            pdf.close()
+        if not any(pages) and not any(tables):
+            raise LoaderError(f"{path}: no text layer (scanned PDF?); run OCR first")
+        blocks = self._blocks(pages, tables)
+        if not title:
+            title, blocks = promote_title(blocks, humanize_stem(path))
+        _ensure_content(path, blocks)
+        digest = hashlib.md5(raw, usedforsecurity=False).hexdigest()
+        yield make_doc(title, str(path), blocks, digest, pages=len(pages))
+
+    @staticmethod
+    def _blocks(
+        pages: list[list[tuple[str, float, float, float]]], tables: list[list[tuple[float, list[list[str]]]]]
+    ) -> list[Block]:
+        """Paragraphs by vertical gaps, headings by font size, repeated page edges as headers."""
+        # lines repeated at the top/bottom of most pages are page headers/footers (metadata)
+        edge_count: Counter[str] = Counter()
+        for lines in pages:
+            edges = {_DIGITS.sub("#", t.strip()) for t, *_ in (lines[:2] + lines[-2:])}
+            edge_count.update(edges)
+        repeated = {k for k, n in edge_count.items() if len(pages) >= 2 and n >= max(2, len(pages) // 2 + 1)}
+        sizes = [s for lines in pages for _, _, _, s in lines if s]
+        body_size = sorted(sizes)[len(sizes) // 2] if sizes else 0.0
+        heading_sizes = sorted({round(s, 1) for s in sizes if s >= body_size * 1.15}, reverse=True)
+        blocks: list[Block] = []
+        headers_seen: set[str] = set()
+        for pno, lines in enumerate(pages, start=1):
+            items: list[tuple[float, Block | None, str, float, float]] = []
+            for text, top, bottom, size in lines:
+                items.append((top, None, text, bottom, size))
+            for top, rows in tables[pno - 1]:
+                items.append((top, Block(kind="table", rows=rows, page=pno, text="\n".join(" | ".join(r) for r in rows)), "", top, 0.0))
+            items.sort(key=lambda it: it[0])
+            para: list[str] = []
+            last_bottom: float | None = None
+            line_h = 0.0
+
+            for top, table, text, bottom, size in items:
+                if table is not None:
+                    _flush_para(para, blocks, pno)
+                    blocks.append(table)
+                    last_bottom = None
+                    continue
+                key = _DIGITS.sub("#", text.strip())
+                if key in repeated:
+                    if key not in headers_seen:
+                        headers_seen.add(key)
+                        blocks.append(Block(kind="page_header", text=text.strip(), page=pno))
+                    continue
+                if size and round(size, 1) in heading_sizes and len(text) < 120 and not text.rstrip().endswith("."):
+                    _flush_para(para, blocks, pno)
+                    blocks.append(Block(kind="heading", text=text.strip(), level=heading_sizes.index(round(size, 1)) + 1, page=pno))
+                    last_bottom = None
+                    continue
+                height = max(bottom - top, 1.0)
+                line_h = line_h or height
+                if last_bottom is not None and top - last_bottom > 0.8 * line_h:
+                    _flush_para(para, blocks, pno)
+                para.append(text)
+                last_bottom = bottom
+            _flush_para(para, blocks, pno)
+        return blocks
+
+
+def _flush_para(para: list[str], blocks: list[Block], page: int) -> None:
+    if para:
+        blocks.append(Block(kind="paragraph", text=normalize_ws(" ".join(para)), page=page))
+        para.clear()
+
+
+# --------------------------------------------------------------------------- JSON corpus
+
+
+class JsonCorpusLoader(Loader):
+    """JSON corpus (.json): a list of {title, text}; each entry is one document (``path#i``)."""
+
+    name = "json_corpus"
+    extensions = (".json", ".jsonl")
+    Params = FileLoaderParams
+    params: FileLoaderParams
+
+    def load(self, path: Path) -> Iterator[SourceDocument]:
+        raw = read_text(path, self.params.max_file_mb)
+        entries: list[Any]
+        try:
+            if path.suffix.lower() == ".jsonl":
+                entries = [json.loads(ln) for ln in raw.splitlines() if ln.strip()]
+            else:
+                entries = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise LoaderError(f"{path}: invalid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+        if isinstance(entries, dict):
+            for key in ("documents", "docs", "corpus", "data"):
+                if isinstance(entries.get(key), list):
+                    entries = entries[key]
+                    break
+        if not isinstance(entries, list) or not entries:
+            raise LoaderError(f"{path}: expected a non-empty JSON list of {{title, text}} objects")
+        bad = [i for i, e in enumerate(entries) if not isinstance(e, dict) or not isinstance(e.get("text"), str)]
+        if len(bad) == len(entries):
+            raise LoaderError(f"{path}: no entry has a string 'text' field (expected [{{title, text}}, ...])")
+        for i, e in enumerate(entries):
+            if i in bad or not e["text"].strip():
+                continue
+            title = str(e.get("title") or f"{path.stem} #{i}")
+            text = e["text"].replace("\r\n", "\n")
+            blocks = [Block(kind="paragraph", text=normalize_ws(p)) for p in re.split(r"\n\s*\n", text) if p.strip()]
+            yield make_doc(title, f"{path}#{i}", blocks, f"{title}\n{text}")
+
+
+@hookimpl
+def register_loaders() -> list[type[Loader]]:
+    return [TextLoader, MarkdownLoader, HtmlLoader, PdfLoader, JsonCorpusLoader]
