@@ -1,0 +1,446 @@
+"""Graph expanders: personalized PageRank over typed edge paths, and entity -> chunks.
+
+Route 2 (route2 reference §2) and Route 5 (route5 §2.4) share one PPR pass. The predecessor
+ran PPR in Cypher over five typed "paths"; graphroute runs it in Python on the sparse
+adjacency every store exports (:func:`graphroute.core.graph.adjacency`), so both backends
+rank identically.
+
+**The five paths, mapped to our index** (the reference's edge names in parentheses):
+
+=================  ========================================================  ===============
+parameter          edges of our index                                        reference path
+=================  ========================================================  ===============
+``weight_entity``  RELATION, CO_OCCURS (Entity <-> Entity)                   1 entity-entity
+``weight_section`` SEMANTICALLY_SIMILAR between Sections                     2 section hops
+``weight_similar`` SEMANTICALLY_SIMILAR between Entities (kNN 0.60)          3 entity kNN
+``weight_shares``  SHARES_ENTITY (Section <-> Section, different documents)  4 cross-document
+``weight_hub``     HAS_HUB_ENTITY (Section -> Entity)                        5 hub entities
+=================  ========================================================  ===============
+
+The reference's ``APPEARS_IN_SECTION`` (Entity -> Section) that paths 2, 4 and 5 walk through
+does not exist in our index; its equivalent is ``Entity <-MENTIONS- TextChunk -IN_SECTION->
+Section``. Those connector edges (chunk-sourced MENTIONS and IN_SECTION) carry their own
+``weight_mentions``. So the PPR graph holds Entity, TextChunk and Section nodes; only
+entities are ranked. Sentence-sourced MENTIONS are left out: they duplicate the chunk ones.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+import scipy.sparse as sp
+from graphroute.core.entities import is_entity_id
+from graphroute.core.graph import adjacency
+from graphroute.core.hookspecs import hookimpl
+from graphroute.core.models import EdgeType, Evidence, Label, Node, ScoredNode
+from graphroute.core.stage import QueryState, Slot, Stage, StageContext, StageKind, StageParams
+from graphroute.core.store import GraphStore
+from pydantic import Field
+
+DEFAULT_DAMPING = 0.85
+
+# --------------------------------------------------------------------------- node sets
+
+
+_label_cache: dict[tuple[int, str, str], tuple[int, frozenset[str]]] = {}
+_label_lock = threading.Lock()
+
+
+def node_ids(store: GraphStore, group: str, label: str) -> frozenset[str]:
+    """Ids of every node of ``label`` in the group, cached per store version (the PPR graph
+    and entity_chunks need to tell chunks from sentences among MENTIONS sources)."""
+    version = store.version(group)
+    key = (id(store), group, label)
+    with _label_lock:
+        hit = _label_cache.get(key)
+        if hit is not None and hit[0] == version:
+            return hit[1]
+    ids = frozenset(n.id for n in store.iter_nodes(group, label))
+    with _label_lock:
+        _label_cache[key] = (version, ids)
+    return ids
+
+
+# --------------------------------------------------------------------------- the typed graph
+
+
+@dataclass(frozen=True)
+class PathWeights:
+    entity: float = 1.0
+    section: float = 1.0
+    similar: float = 1.0
+    shares: float = 1.0
+    hub: float = 1.0
+    mentions: float = 1.0
+
+    def key(self) -> tuple[float, ...]:
+        return (self.entity, self.section, self.similar, self.shares, self.hub, self.mentions)
+
+
+@dataclass(frozen=True)
+class TypedGraph:
+    """The PPR graph: sorted node ids, a symmetric weighted adjacency and its
+    column-normalised transition matrix."""
+
+    ids: tuple[str, ...]
+    index: Mapping[str, int]
+    adjacency: sp.csr_matrix
+    transition: sp.csr_matrix
+    dangling: np.ndarray  # bool per node: no edges
+    is_entity: np.ndarray  # bool per node
+    version: int
+
+    @property
+    def edges(self) -> int:
+        return int(self.adjacency.nnz // 2)
+
+
+_graph_cache: dict[tuple[int, str, tuple[float, ...]], TypedGraph] = {}
+_graph_lock = threading.Lock()
+
+
+def _view_parts(
+    store: GraphStore, group: str, edge_type: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(row ids, col ids, weights, view ids) of one edge type's exported adjacency."""
+    view = adjacency(store, group, {edge_type: 1.0})
+    coo = view.matrix.tocoo()
+    ids = np.asarray(view.ids, dtype=object)
+    return coo.row, coo.col, coo.data, ids
+
+
+def transition_matrix(adj: sp.csr_matrix) -> tuple[sp.csr_matrix, np.ndarray]:
+    """Column-normalise a symmetric adjacency: ``P[i, j] = A[i, j] / deg(j)``; dangling
+    columns (no edges) stay zero and are reported so PPR sends their mass to the seeds."""
+    deg = np.asarray(adj.sum(axis=0)).ravel()
+    inv = np.divide(1.0, deg, out=np.zeros_like(deg, dtype=np.float64), where=deg > 0)
+    return (adj @ sp.diags(inv)).tocsr(), deg <= 0
+
+
+def typed_graph(store: GraphStore, group: str, weights: PathWeights) -> TypedGraph:
+    """Build (or reuse, until the next write) the five-path PPR graph of a group."""
+    version = store.version(group)
+    key = (id(store), group, weights.key())
+    with _graph_lock:
+        hit = _graph_cache.get(key)
+        if hit is not None and hit.version == version:
+            return hit
+    chunks = node_ids(store, group, Label.CHUNK) if weights.mentions or weights.section or weights.shares or weights.hub else frozenset()
+    rows: list[np.ndarray] = []
+    cols: list[np.ndarray] = []
+    vals: list[np.ndarray] = []
+
+    def add(edge_type: str, w: float, keep: Any) -> None:
+        if not w:
+            return
+        r, c, d, ids = _view_parts(store, group, edge_type)
+        if not len(d):
+            return
+        ri, ci = ids[r], ids[c]
+        mask = np.fromiter((keep(a, b) for a, b in zip(ri, ci, strict=True)), dtype=bool, count=len(d))
+        rows.append(ri[mask])
+        cols.append(ci[mask])
+        vals.append(d[mask] * w)
+
+    def both_entities(a: str, b: str) -> bool:
+        return is_entity_id(a) and is_entity_id(b)
+
+    def neither_entity(a: str, b: str) -> bool:
+        return not is_entity_id(a) and not is_entity_id(b)
+
+    def chunk_entity(a: str, b: str) -> bool:
+        return (a in chunks and is_entity_id(b)) or (b in chunks and is_entity_id(a))
+
+    def chunk_any(a: str, b: str) -> bool:
+        return a in chunks or b in chunks
+
+    def always(a: str, b: str) -> bool:
+        return True
+
+    add(EdgeType.RELATION, weights.entity, both_entities)
+    add(EdgeType.CO_OCCURS, weights.entity, both_entities)
+    if weights.similar or weights.section:
+        r, c, d, ids = _view_parts(store, group, EdgeType.SEMANTICALLY_SIMILAR)
+        if len(d):
+            ri, ci = ids[r], ids[c]
+            ent = np.fromiter((both_entities(a, b) for a, b in zip(ri, ci, strict=True)), dtype=bool, count=len(d))
+            sec = np.fromiter((neither_entity(a, b) for a, b in zip(ri, ci, strict=True)), dtype=bool, count=len(d))
+            for mask, w in ((ent, weights.similar), (sec, weights.section)):
+                if w:
+                    rows.append(ri[mask])
+                    cols.append(ci[mask])
+                    vals.append(d[mask] * w)
+    add(EdgeType.SHARES_ENTITY, weights.shares, always)
+    add(EdgeType.HAS_HUB_ENTITY, weights.hub, always)
+    add(EdgeType.MENTIONS, weights.mentions, chunk_entity)
+    add(EdgeType.IN_SECTION, weights.mentions, chunk_any)
+
+    all_r = np.concatenate(rows) if rows else np.zeros(0, dtype=object)
+    all_c = np.concatenate(cols) if cols else np.zeros(0, dtype=object)
+    all_v = np.concatenate(vals) if vals else np.zeros(0, dtype=np.float64)
+    ids_sorted = tuple(sorted(set(all_r.tolist()) | set(all_c.tolist())))
+    index = {n: i for i, n in enumerate(ids_sorted)}
+    n = len(ids_sorted)
+    if n:
+        ri = np.fromiter((index[x] for x in all_r), dtype=np.int64, count=len(all_r))
+        ci = np.fromiter((index[x] for x in all_c), dtype=np.int64, count=len(all_c))
+        # each exported view is already symmetric, so the sum is too
+        adj = sp.coo_matrix((all_v.astype(np.float64), (ri, ci)), shape=(n, n)).tocsr()
+        adj.sum_duplicates()
+    else:
+        adj = sp.csr_matrix((0, 0), dtype=np.float64)
+    trans, dangling = transition_matrix(adj)
+    is_ent = np.fromiter((is_entity_id(x) for x in ids_sorted), dtype=bool, count=n)
+    g = TypedGraph(ids_sorted, index, adj, trans, dangling, is_ent, version)
+    with _graph_lock:
+        if len(_graph_cache) > 32:
+            _graph_cache.clear()
+        _graph_cache[key] = g
+    return g
+
+
+# --------------------------------------------------------------------------- PPR
+
+
+@dataclass
+class PPRResult:
+    scores: np.ndarray
+    iterations: int
+    converged: bool
+
+
+def personalized_pagerank(
+    transition: sp.spmatrix,
+    teleport: np.ndarray,
+    *,
+    damping: float = DEFAULT_DAMPING,
+    dangling: np.ndarray | None = None,
+    tol: float = 1e-10,
+    max_iter: int = 200,
+) -> PPRResult:
+    """Power iteration ``r = d * (P r + dangling mass * p) + (1 - d) * p``.
+
+    ``transition`` is column-stochastic except for dangling columns; their mass teleports to
+    the seeds (``p``), so the result stays a probability distribution. Pure numpy/scipy with
+    a fixed iteration order: deterministic for a given graph and teleport vector.
+    """
+    p = np.asarray(teleport, dtype=np.float64)
+    total = p.sum()
+    if total <= 0:
+        return PPRResult(np.zeros_like(p), 0, True)
+    p = p / total
+    dmask = dangling if dangling is not None else np.asarray(transition.sum(axis=0)).ravel() <= 0
+    r = p.copy()
+    for it in range(1, max_iter + 1):
+        r_new = damping * (transition @ r + r[dmask].sum() * p) + (1.0 - damping) * p
+        delta = float(np.abs(r_new - r).sum())
+        r = r_new
+        if delta < tol:
+            return PPRResult(r, it, True)
+    return PPRResult(r, max_iter, False)
+
+
+def budget_cut(scores: Sequence[float], budget: float) -> int:
+    """How many of the (descending) ``scores`` to keep: entities are kept in order until
+    their cumulative share of the total mass reaches ``budget`` (the entity that crosses it
+    is kept). ``budget = 1`` keeps all."""
+    total = float(sum(scores))
+    if total <= 0 or budget >= 1.0:
+        return len(scores)
+    acc = 0.0
+    for i, s in enumerate(scores):
+        acc += s
+        if acc / total >= budget - 1e-12:
+            return i + 1
+    return len(scores)
+
+
+class PPR(Stage):
+    """Personalized PageRank from weighted seeds over five typed edge paths; ranks entities."""
+
+    name = "ppr"
+    kind = StageKind.EXPANDER
+    consumes = (Slot.SEEDS,)
+    produces = (Slot.ENTITIES,)
+
+    class Params(StageParams):
+        damping: float | None = Field(
+            DEFAULT_DAMPING, gt=0.0, lt=1.0,
+            description="Probability of following an edge (1 - teleport). null: use the damping a "
+            "weight_profile stage chose (Route 5), else 0.85.",
+        )
+        top_k: int = Field(15, ge=1, le=10_000, description="Entities ranked before the relevance budget.")
+        budget: float = Field(
+            0.8, gt=0.0, le=1.0,
+            description="Relevance budget: keep top entities until their cumulative share of the top_k "
+            "PPR mass reaches this fraction (1.0 keeps all top_k).",
+        )
+        weight_entity: float = Field(1.0, ge=0.0, le=100.0, description="Path 1: RELATION / CO_OCCURS entity edges.")
+        weight_section: float = Field(1.0, ge=0.0, le=100.0, description="Path 2: SEMANTICALLY_SIMILAR section edges.")
+        weight_similar: float = Field(1.0, ge=0.0, le=100.0, description="Path 3: SEMANTICALLY_SIMILAR entity kNN edges.")
+        weight_shares: float = Field(1.0, ge=0.0, le=100.0, description="Path 4: SHARES_ENTITY cross-document section edges.")
+        weight_hub: float = Field(1.0, ge=0.0, le=100.0, description="Path 5: HAS_HUB_ENTITY section -> hub entity edges.")
+        weight_mentions: float = Field(
+            1.0, ge=0.0, le=100.0,
+            description="Connector of paths 2, 4, 5: chunk MENTIONS and IN_SECTION edges (the reference's APPEARS_IN_SECTION).",
+        )
+        tol: float = Field(1e-10, gt=0.0, le=1e-2, description="L1 change that stops the power iteration.")
+        max_iter: int = Field(200, ge=1, le=10_000, description="Upper bound on power iterations.")
+
+    params: Params
+
+    def weights(self) -> PathWeights:
+        p = self.params
+        return PathWeights(p.weight_entity, p.weight_section, p.weight_similar, p.weight_shares, p.weight_hub, p.weight_mentions)
+
+    def run(self, state: QueryState, ctx: StageContext) -> None:
+        p = self.params
+        damping = p.damping if p.damping is not None else (state.damping or DEFAULT_DAMPING)
+        store = ctx.services.store
+        seeds = [s for s in state.seeds if s.node_id and s.weight > 0]
+        ctx.stats.update({"seeds": len(seeds), "damping": round(damping, 4)})
+        if not seeds:
+            state.entities = []
+            ctx.stats.update({"iterations": 0, "converged": True, "entities_ranked": 0, "reason": "no resolved seeds"})
+            return
+        g = typed_graph(store, state.group, self.weights())
+        # seeds absent from the graph (entities without any edge) still rank: add them as
+        # isolated nodes, which teleport all their mass back to the seeds
+        extra = sorted({s.node_id for s in seeds if s.node_id not in g.index})  # type: ignore[misc]
+        n = len(g.ids) + len(extra)
+        trans, dangling, is_ent = g.transition, g.dangling, g.is_entity
+        ids: Sequence[str] = g.ids
+        if extra:
+            trans = sp.block_diag((trans, sp.csr_matrix((len(extra), len(extra)))), format="csr")
+            dangling = np.concatenate([dangling, np.ones(len(extra), dtype=bool)])
+            is_ent = np.concatenate([is_ent, np.array([is_entity_id(x) for x in extra], dtype=bool)])
+            ids = (*g.ids, *extra)
+        pos = {x: i for i, x in enumerate(ids)} if extra else g.index
+        teleport = np.zeros(n, dtype=np.float64)
+        for s in seeds:
+            teleport[pos[s.node_id]] += s.weight  # type: ignore[index]
+        res = personalized_pagerank(trans, teleport, damping=damping, dangling=dangling, tol=p.tol, max_iter=p.max_iter)
+        scores = np.where(is_ent, res.scores, 0.0)
+        order = np.argsort(-scores, kind="stable")  # ids are sorted: ties break by id
+        top = [int(i) for i in order[: p.top_k] if scores[i] > 0]
+        keep = budget_cut([float(scores[i]) for i in top], p.budget)
+        chosen = top[:keep]
+        nodes = {nd.id: nd for nd in store.get_nodes(state.group, [ids[i] for i in chosen])}
+        state.entities = [_scored(ids[i], float(scores[i]), nodes.get(ids[i])) for i in chosen]
+        # chunk PPR mass: an optional ordering signal for entity_chunks
+        chunk_mass = {ids[i]: float(res.scores[i]) for i in np.flatnonzero(~is_ent & (res.scores > 0))}
+        state.extras["ppr_node_scores"] = chunk_mass
+        ctx.stats.update(
+            {
+                "iterations": res.iterations,
+                "converged": res.converged,
+                "graph_nodes": n,
+                "graph_edges": g.edges,
+                "seeds_in_graph": sum(1 for s in seeds if s.node_id in g.index),
+                "entities_ranked": len(top),
+                "entities_kept": len(chosen),
+                "budget_mass": round(sum(float(scores[i]) for i in chosen) / max(sum(float(scores[i]) for i in top), 1e-300), 4),
+                "top": [{"entity": e.name or e.id, "score": round(e.score, 6)} for e in state.entities[:5]],
+            }
+        )
+
+
+def _scored(node_id: str, score: float, node: Node | None) -> ScoredNode:
+    props = node.props if node is not None else {}
+    community = props.get("community")
+    return ScoredNode(
+        id=node_id,
+        name=str(props.get("name") or node_id.removeprefix("ent:")),
+        score=score,
+        community=int(community) if isinstance(community, int | float) and not isinstance(community, bool) else None,
+    )
+
+
+# --------------------------------------------------------------------------- entity -> chunks
+
+
+def _chunk_order(node: Node) -> tuple[Any, ...]:
+    props = node.props
+    for key in ("index", "order", "position", "chunk_index"):
+        v = props.get(key)
+        if isinstance(v, int | float):
+            return (node.doc_id or "", float(v), node.id)
+    return (node.doc_id or "", 0.0, node.id)
+
+
+def chunk_evidence(node: Node, score: float, *, source: str, entity: str | None = None) -> Evidence:
+    """An Evidence record for a TextChunk node (document title, section path filled)."""
+    props = node.props
+    return Evidence(
+        id=node.id,
+        text=str(props.get("text", "")),
+        score=score,
+        kind="chunk",
+        document=str(props.get("title") or props.get("document") or ""),
+        document_id=node.doc_id or str(props.get("doc_id") or ""),
+        section_path=str(props.get("section_path") or ""),
+        source=source,
+        page=props.get("page") if isinstance(props.get("page"), int) else None,
+        chunk_id=node.id,
+        entity=entity,
+    )
+
+
+def mentioning_chunks(store: GraphStore, group: str, entity_ids: Iterable[str]) -> dict[str, list[str]]:
+    """entity id -> ids of the TextChunks that MENTION it (sentence mentions skipped)."""
+    ents = list(dict.fromkeys(entity_ids))
+    if not ents:
+        return {}
+    chunks = node_ids(store, group, Label.CHUNK)
+    out: dict[str, list[str]] = {e: [] for e in ents}
+    for edge in store.edges_of(group, ents, [EdgeType.MENTIONS], direction="in"):
+        if edge.src in chunks and edge.dst in out and edge.src not in out[edge.dst]:
+            out[edge.dst].append(edge.src)
+    return out
+
+
+class EntityChunks(Stage):
+    """Entity -> MENTIONS <- TextChunk: each ranked entity brings its chunks, scored by the entity."""
+
+    name = "entity_chunks"
+    kind = StageKind.EXPANDER
+    consumes = (Slot.ENTITIES,)
+    produces = (Slot.EVIDENCE,)
+
+    class Params(StageParams):
+        limit_per_entity: int = Field(12, ge=1, le=1000, description="Chunks fetched per entity.")
+        order: Literal["chunk_order", "ppr"] = Field(
+            "chunk_order",
+            description="Which of an entity's chunks come first (and survive the limit): reading order "
+            "(reference) or the chunks' own PPR mass when the ppr stage recorded it.",
+        )
+
+    params: Params
+
+    def run(self, state: QueryState, ctx: StageContext) -> None:
+        store = ctx.services.store
+        by_entity = mentioning_chunks(store, state.group, [e.id for e in state.entities])
+        all_ids = list(dict.fromkeys(c for cs in by_entity.values() for c in cs))
+        nodes = {n.id: n for n in store.get_nodes(state.group, all_ids)}
+        mass: Mapping[str, float] = state.extras.get("ppr_node_scores", {}) if self.params.order == "ppr" else {}
+        added = 0
+        for ent in state.entities:
+            cands = [nodes[c] for c in by_entity.get(ent.id, []) if c in nodes]
+            cands.sort(key=lambda nd: (-mass.get(nd.id, 0.0), *_chunk_order(nd)) if mass else _chunk_order(nd))
+            for nd in cands[: self.params.limit_per_entity]:
+                ev = chunk_evidence(nd, ent.score, source="ppr", entity=ent.id)
+                ev.metadata["entity_name"] = ent.name
+                state.evidence.append(ev)
+                added += 1
+        ctx.stats.update(
+            {"entities": len(state.entities), "raw_chunks": added, "distinct_chunks": len({e.id for e in state.evidence})}
+        )
+
+
+@hookimpl
+def register_expanders() -> list[type[Stage]]:
+    return [PPR, EntityChunks]

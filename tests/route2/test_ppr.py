@@ -1,0 +1,133 @@
+"""PPR on a small known graph stored in the real embedded store."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from graphroute.core.models import Edge, EdgeType, Label, Node, Seed
+from graphroute.core.stage import QueryState
+from graphroute.core.store import GraphStore
+from graphroute.plugins.expanders.graph import PPR, EntityChunks, budget_cut, personalized_pagerank, transition_matrix
+
+from .conftest import GROUP, chain_graph, context, ent
+
+
+def run_ppr(store: GraphStore, seeds: list[Seed], **params: object) -> tuple[QueryState, dict[str, object]]:
+    st = QueryState("q", GROUP)
+    st.seeds = seeds
+    c = context(store)
+    PPR(PPR.Params(**params)).run(st, c)  # type: ignore[arg-type]
+    return st, c.stats
+
+
+def test_power_iteration_matches_closed_form() -> None:
+    a = sp.csr_matrix(np.array([[0, 1, 1, 0], [1, 0, 1, 0], [1, 1, 0, 1], [0, 0, 1, 0]], dtype=float))
+    p = np.array([1.0, 0, 0, 0])
+    trans, dangling = transition_matrix(a)
+    res = personalized_pagerank(trans, p, damping=0.85, dangling=dangling)
+    exact = np.linalg.solve(np.eye(4) - 0.85 * trans.toarray(), 0.15 * p)
+    assert res.converged and np.allclose(res.scores, exact, atol=1e-8)
+    assert res.scores.sum() == pytest.approx(1.0)
+
+
+def test_mass_concentrates_near_the_seed(store: GraphStore) -> None:
+    chain_graph(store)
+    st, stats = run_ppr(store, [Seed(name="a", node_id="ent:a")], budget=1.0)
+    order = [e.id for e in st.entities]
+    # decays with distance (a and b trade places: on a path, b has twice a's degree)
+    assert set(order[:2]) == {"ent:a", "ent:b"} and order[2:] == ["ent:c", "ent:d", "ent:e"]
+    assert "ent:x" not in order  # another component gets nothing
+    assert stats["converged"] is True and stats["seeds_in_graph"] == 1
+    assert st.entities[0].community == 0 and st.entities[0].name == "B"
+
+
+def test_teleport_weights_shift_the_mass(store: GraphStore) -> None:
+    chain_graph(store)
+    seeds_a = [Seed(name="a", node_id="ent:a", weight=0.9), Seed(name="e", node_id="ent:e", weight=0.1)]
+    seeds_e = [Seed(name="a", node_id="ent:a", weight=0.1), Seed(name="e", node_id="ent:e", weight=0.9)]
+    sa = {e.id: e.score for e in run_ppr(store, seeds_a, budget=1.0)[0].entities}
+    se = {e.id: e.score for e in run_ppr(store, seeds_e, budget=1.0)[0].entities}
+    assert sa["ent:b"] > sa["ent:d"] and se["ent:d"] > se["ent:b"]
+    assert sa["ent:a"] > se["ent:a"]
+
+
+def test_deterministic_and_damping_matters(store: GraphStore) -> None:
+    chain_graph(store)
+    seeds = [Seed(name="c", node_id="ent:c")]
+    r1 = run_ppr(store, seeds, budget=1.0)[0].entities
+    r2 = run_ppr(store, seeds, budget=1.0)[0].entities
+    assert [(e.id, e.score) for e in r1] == [(e.id, e.score) for e in r2]
+    hi = {e.id: e.score for e in run_ppr(store, seeds, budget=1.0, damping=0.9)[0].entities}
+    lo = {e.id: e.score for e in run_ppr(store, seeds, budget=1.0, damping=0.5)[0].entities}
+    assert lo["ent:c"] > hi["ent:c"]  # more teleport keeps more mass on the seed
+
+
+def test_state_damping_used_when_param_is_null(store: GraphStore) -> None:
+    chain_graph(store)
+    st = QueryState("q", GROUP)
+    st.seeds = [Seed(name="a", node_id="ent:a")]
+    st.damping = 0.72
+    c = context(store)
+    PPR(PPR.Params(damping=None)).run(st, c)
+    assert c.stats["damping"] == 0.72
+    c2 = context(store)
+    PPR().run(st, c2)
+    assert c2.stats["damping"] == 0.85
+
+
+def test_budget_and_top_k(store: GraphStore) -> None:
+    assert budget_cut([0.5, 0.3, 0.1, 0.1], 0.8) == 2
+    assert budget_cut([0.5, 0.3, 0.1, 0.1], 0.81) == 3
+    assert budget_cut([0.5, 0.5], 1.0) == 2
+    chain_graph(store)
+    st, stats = run_ppr(store, [Seed(name="a", node_id="ent:a")], top_k=3, budget=1.0)
+    assert len(st.entities) == 3 and stats["entities_ranked"] == 3
+
+
+def test_path_weights_select_edge_types(store: GraphStore) -> None:
+    chain_graph(store)
+    # x - y is a CO_OCCURS edge (path 1); a SEMANTICALLY_SIMILAR a - x joins the components (path 3)
+    store.write(GROUP, edges=[Edge(src="ent:a", dst="ent:x", type=EdgeType.SEMANTICALLY_SIMILAR, group=GROUP)])
+    with_sim = {e.id for e in run_ppr(store, [Seed(name="a", node_id="ent:a")], budget=1.0)[0].entities}
+    no_sim = {e.id for e in run_ppr(store, [Seed(name="a", node_id="ent:a")], budget=1.0, weight_similar=0.0)[0].entities}
+    assert "ent:x" in with_sim and "ent:y" in with_sim
+    assert "ent:x" not in no_sim
+
+
+def test_section_path_connects_entities_through_chunks(store: GraphStore) -> None:
+    # p and q are only linked via chunk -> section ~ section <- chunk (path 2)
+    store.write(
+        GROUP,
+        nodes=[
+            ent("p"), ent("q"),
+            Node(id="c1", label=Label.CHUNK, group=GROUP, doc_id="d1", props={"text": "P is here.", "title": "D1"}),
+            Node(id="c2", label=Label.CHUNK, group=GROUP, doc_id="d2", props={"text": "Q is there.", "title": "D2"}),
+            Node(id="s1", label=Label.SECTION, group=GROUP, doc_id="d1", props={"title": "S1"}),
+            Node(id="s2", label=Label.SECTION, group=GROUP, doc_id="d2", props={"title": "S2"}),
+        ],
+        edges=[
+            Edge(src="c1", dst="ent:p", type=EdgeType.MENTIONS, group=GROUP),
+            Edge(src="c2", dst="ent:q", type=EdgeType.MENTIONS, group=GROUP),
+            Edge(src="c1", dst="s1", type=EdgeType.IN_SECTION, group=GROUP),
+            Edge(src="c2", dst="s2", type=EdgeType.IN_SECTION, group=GROUP),
+            Edge(src="s1", dst="s2", type=EdgeType.SEMANTICALLY_SIMILAR, group=GROUP),
+        ],
+    )
+    seeds = [Seed(name="p", node_id="ent:p")]
+    assert "ent:q" in {e.id for e in run_ppr(store, seeds, budget=1.0)[0].entities}
+    assert "ent:q" not in {e.id for e in run_ppr(store, seeds, budget=1.0, weight_section=0.0)[0].entities}
+    # entity_chunks: p's chunk, scored by p, with document fields filled
+    st, _ = run_ppr(store, seeds, budget=1.0)
+    c = context(store)
+    EntityChunks().run(st, c)
+    first = st.evidence[0]
+    assert first.id == "c1" and first.entity == "ent:p" and first.document == "D1" and first.document_id == "d1"
+    assert first.score == st.entities[0].score and first.kind == "chunk"
+
+
+def test_seed_without_edges_still_ranks(store: GraphStore) -> None:
+    store.write(GROUP, nodes=[ent("lonely"), ent("a"), ent("b")], edges=[Edge(src="ent:a", dst="ent:b", type=EdgeType.RELATION, group=GROUP)])
+    st, stats = run_ppr(store, [Seed(name="lonely", node_id="ent:lonely")])
+    assert [e.id for e in st.entities] == ["ent:lonely"] and stats["seeds_in_graph"] == 0
