@@ -16,10 +16,6 @@ import scipy.sparse as sp
 
 from .store import GraphStore
 
-# Edge types whose direction carries no meaning; exported in both directions.
-UNDIRECTED = True
-
-
 @dataclass(frozen=True)
 class GraphView:
     """Node ids, their row index, and a symmetric CSR adjacency with summed edge weights."""

@@ -17,6 +17,7 @@ from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    TaskID,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
@@ -34,7 +35,7 @@ def enabled() -> bool:
 class Bar:
     """A handle to advance one task of a progress display."""
 
-    def __init__(self, progress: Progress | None, task: int | None) -> None:
+    def __init__(self, progress: Progress | None, task: TaskID | None) -> None:
         self._progress = progress
         self._task = task
 
