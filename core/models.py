@@ -185,6 +185,11 @@ class QueryResult(BaseModel):
     context: str = ""  # exactly the text the synthesizer was given
     trace: list[StageTrace] = Field(default_factory=list)
     duration_ms: float = 0.0
+    # Document ids of the route's ranked evidence (before context truncation), in rank
+    # order, deduplicated; evidence without a document id contributes its own id.
+    # Benchmarks compute passage recall@k from it (``evidence`` holds only what fit the
+    # context).
+    ranking: list[str] = Field(default_factory=list)
 
     def to_public_json(self) -> dict[str, Any]:
         """The stable `query --json` / HTTP shape."""

@@ -119,6 +119,18 @@ async def _run_branch(stages: list[ResolvedStage], state: QueryState, services: 
     return [await _run_stage(rs, state, services) for rs in stages]
 
 
+def _document_ranking(evidence: Sequence[Evidence]) -> list[str]:
+    """Documents in the order their best evidence ranks (for passage recall@k)."""
+    seen: set[str] = set()
+    out: list[str] = []
+    for e in evidence:
+        key = e.document_id or e.id
+        if key not in seen:
+            seen.add(key)
+            out.append(key)
+    return out
+
+
 async def arun_route(route: ResolvedRoute, question: str, services: Services) -> QueryResult:
     state = QueryState(question=question, group=services.group)
     traces: list[StageTrace] = []
@@ -156,6 +168,7 @@ async def arun_route(route: ResolvedRoute, question: str, services: Services) ->
         context=state.context,
         trace=traces,
         duration_ms=(time.perf_counter() - t0) * 1000.0,
+        ranking=_document_ranking(state.evidence or state.context_evidence),
     )
 
 
