@@ -294,13 +294,12 @@ class OpenIEOutput(BaseModel):
 
 
 def parse_openie(text: str) -> Extraction:
-    """Parse an LLM answer; raises ValueError when it is not the expected JSON."""
-    s = text.strip()
-    if s.startswith("```"):  # models sometimes fence JSON even in JSON mode
-        s = s.strip("`")
-        s = s[s.find("{") :] if "{" in s else s
+    """Parse an LLM answer (a code fence or prose around the object is tolerated); raises
+    ValueError when it is not the expected JSON."""
+    from graphroute.core.llm import parse_json_text
+
     try:
-        out = OpenIEOutput.model_validate_json(s)
+        out = OpenIEOutput.model_validate(parse_json_text(text))
     except ValidationError as exc:
         raise ValueError(f"malformed OpenIE answer: {exc.errors()[0]['msg']}") from None
     triples, _ = _triples(out.triples)
@@ -395,29 +394,33 @@ class LLMOpenIEExtractor(ContextBoundExtractor):
         return [{"role": "system", "content": OPENIE_SYSTEM}, {"role": "user", "content": passage}]
 
     def _one(self, text: str, title: str | None) -> Extraction | None:
-        """Ask the model; one retry on malformed JSON; None when it never answers well."""
+        """Ask the model; a malformed answer gets one repair round (a different prompt, so
+        the client's reply cache cannot replay the bad answer); None when nothing valid
+        came back, so the passage is not cached and a later run tries again."""
+        from graphroute.core.llm import LLMOutputError, complete_json
+
         assert self._llm is not None
-        for attempt in range(2):
-            try:
-                resp = self._llm.complete(
-                    self._messages(text, title), json_mode=True, max_tokens=self.params.max_tokens
-                )
-            except Exception as exc:  # the client already retried 429/5xx; keep indexing
-                log.warning("llm_openie: request failed: %s", exc)
-                self.stats["llm_errors"] += 1
-                return None
-            self.stats["prompt_tokens"] += resp.prompt_tokens
-            self.stats["completion_tokens"] += resp.completion_tokens
-            try:
-                return parse_openie(resp.text)
-            except ValueError as exc:
-                self.stats["malformed_answers"] += 1
-                if attempt == 0:
-                    self.stats["retries"] += 1
-                    continue
-                log.warning("llm_openie: giving up on a passage after a retry: %s", exc)
-        self.stats["failed_texts"] += 1
-        return None
+        try:
+            out, resp = complete_json(
+                self._llm,
+                self._messages(text, title),
+                OpenIEOutput,
+                max_tokens=self.params.max_tokens,
+                repair_attempts=1,
+            )
+        except LLMOutputError as exc:
+            log.warning("llm_openie: no valid answer after a retry: %s", exc)
+            self.stats["malformed_answers"] += 1
+            return None
+        except Exception as exc:  # the client already retried 429/5xx; keep indexing
+            log.warning("llm_openie: request failed: %s", exc)
+            self.stats["llm_errors"] += 1
+            return None
+        self.stats["prompt_tokens"] += resp.prompt_tokens
+        self.stats["completion_tokens"] += resp.completion_tokens
+        triples, bad = _triples(out.triples)
+        self.stats["malformed_triples"] += bad
+        return Extraction(entities=out.entities, triples=triples)
 
     def extract(
         self, texts: Sequence[str], *, titles: Sequence[str] | None = None

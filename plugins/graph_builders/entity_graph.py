@@ -546,7 +546,7 @@ def load_chunks(store: GraphStore, group: str) -> list[ChunkInput]:
     for s in store.iter_nodes(group, Label.SENTENCE):
         cid = str(s.props.get("chunk_id") or sentence_chunk.get(s.id) or "")
         if cid in chunks:
-            order = s.props.get("index", s.props.get("char_offset", 0))
+            order = s.props.get("position", s.props.get("chunk_char_offset", 0))
             rows.append(
                 (
                     cid,
