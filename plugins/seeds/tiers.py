@@ -1,0 +1,516 @@
+"""Route 5 seed tiers (route5 reference §2): structural and thematic seeds, the weight
+profile, and the unified seed builder that turns three tiers into one PPR teleport vector.
+
+* Tier 1 (entity) comes from ner_seeds + seed_resolution (entity_seeds.py).
+* Tier 2 (structural_seeds) is derived bottom-up from sentence hits aggregated by section,
+  never from embedded titles (§2.2: titles are labels, not content); a keyword match on
+  section titles is only the fallback when no section collects ``min_sentences`` hits.
+* Tier 3 (thematic_seeds) matches the question to community summary vectors.
+* weight_profile classifies the question into one of the five profiles of §2.3 and sets
+  (w1, w2, w3); unified_seeds normalises within tiers, hands an empty tier's weight on
+  (§2.2: an empty structural tier's share goes to the thematic tier; generalised: to the next
+  non-empty tier, cyclically), and sets the damping ``0.70 + 0.20 * w1`` (§2.5).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+import numpy as np
+from graphroute.core.entities import is_entity_id
+from graphroute.core.hookspecs import hookimpl
+from graphroute.core.models import EdgeType, Label, Seed
+from graphroute.core.stage import QueryState, Slot, Stage, StageContext, StageKind, StageParams
+from graphroute.core.store import GraphStore
+from pydantic import BaseModel, ConfigDict, Field
+
+TIERS: tuple[str, ...] = ("entity", "structural", "thematic")
+TIER_KEYS: dict[str, str] = {"entity": "w1", "structural": "w2", "thematic": "w3"}
+
+_STOP = frozenset(
+    ["what", "which", "who", "whom", "whose", "when", "where", "why", "how", "is", "are", "was", "were", "be", "been", "do", "does", "did", "the", "a", "an", "in", "on", "of", "for", "to", "and", "or", "by", "with", "from", "at", "as", "that", "this", "these", "those", "it", "its", "there", "their", "they", "about", "into", "over", "under", "between", "across", "all", "any", "each", "other", "than", "then", "also", "more", "most", "some", "such", "have", "has", "had", "not", "no", "nor", "can", "could", "would", "should", "will", "shall", "may", "might", "must"]
+)
+
+
+def content_words(text: str, min_chars: int = 4) -> list[str]:
+    """Lower-case content words of a query, in order, without duplicates."""
+    words = re.findall(r"[a-z0-9]+", text.lower())
+    return list(dict.fromkeys(w for w in words if len(w) >= min_chars and w not in _STOP))
+
+
+# --------------------------------------------------------------------------- tier 2
+
+
+def section_of_chunks(store: GraphStore, group: str, chunk_ids: Sequence[str]) -> dict[str, str]:
+    """chunk id -> its Section id (IN_SECTION)."""
+    out: dict[str, str] = {}
+    for e in store.edges_of(group, list(dict.fromkeys(chunk_ids)), [EdgeType.IN_SECTION], direction="out"):
+        out.setdefault(e.src, e.dst)
+    return out
+
+
+def section_entities(store: GraphStore, group: str, section_ids: Sequence[str]) -> dict[str, dict[str, int]]:
+    """section id -> {entity id: mentions in the section's chunks} (section -> chunks -> entities)."""
+    from graphroute.plugins.expanders.graph import node_ids
+
+    chunks_of: dict[str, list[str]] = defaultdict(list)
+    chunk_set = node_ids(store, group, Label.CHUNK)
+    for e in store.edges_of(group, list(section_ids), [EdgeType.IN_SECTION], direction="in"):
+        if e.src in chunk_set:
+            chunks_of[e.dst].append(e.src)
+    all_chunks = [c for cs in chunks_of.values() for c in cs]
+    mentions: dict[str, list[str]] = defaultdict(list)
+    for e in store.edges_of(group, all_chunks, [EdgeType.MENTIONS], direction="out"):
+        if is_entity_id(e.dst):
+            mentions[e.src].append(e.dst)
+    out: dict[str, dict[str, int]] = {}
+    for sec in section_ids:
+        counts: dict[str, int] = defaultdict(int)
+        for c in chunks_of.get(sec, []):
+            for ent in mentions.get(c, []):
+                counts[ent] += 1
+        out[sec] = dict(counts)
+    return out
+
+
+def aggregate_sections(hits: Sequence[tuple[str, float]], sections: Mapping[str, str], min_sentences: int) -> list[tuple[str, float, int]]:
+    """Sentence hits -> [(section, summed score, hits)] for sections with >= min_sentences
+    hits, best first (route5 §2.2 ``derive_structural_seeds``)."""
+    score: dict[str, float] = defaultdict(float)
+    count: dict[str, int] = defaultdict(int)
+    for sid, s in hits:
+        sec = sections.get(sid)
+        if sec is None:
+            continue
+        score[sec] += float(s)
+        count[sec] += 1
+    rows = [(sec, score[sec], count[sec]) for sec in score if count[sec] >= min_sentences]
+    rows.sort(key=lambda r: (-r[1], r[0]))
+    return rows
+
+
+def spread(section_weight: float, counts: Mapping[str, int], limit: int) -> dict[str, float]:
+    """A section's weight spread over its ``limit`` most-mentioned entities, by mentions."""
+    top = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
+    total = sum(c for _, c in top)
+    return {e: section_weight * c / total for e, c in top} if total else {}
+
+
+class StructuralSeeds(Stage):
+    """Tier 2: sections collecting >= min_sentences sentence hits -> their entities become seeds."""
+
+    name = "structural_seeds"
+    kind = StageKind.SEED_SOURCE
+    consumes = (Slot.QUERY,)
+    produces = (Slot.SEEDS,)
+
+    class Params(StageParams):
+        k: int = Field(30, ge=1, le=1000, description="Sentence vector hits aggregated (the reference's top-30).")
+        min_sentences: int = Field(2, ge=1, le=100, description="Hits a section needs to become a structural seed.")
+        max_sections: int = Field(5, ge=1, le=100, description="Structural seed sections kept, best summed score first.")
+        entities_per_section: int = Field(20, ge=1, le=1000, description="Most-mentioned entities of a section that become seeds.")
+        keyword_fallback: bool = Field(True, description="When no section qualifies, match query words against section titles.")
+
+    params: Params
+
+    def run(self, state: QueryState, ctx: StageContext) -> None:
+        p = self.params
+        store = ctx.services.store
+        hits = store.vector_search(state.group, "sentence", ctx.query_vector(state.question), p.k)
+        sent_nodes = store.get_nodes(state.group, [i for i, _ in hits])
+        chunk_of = {n.id: str(n.props.get("chunk_id") or "") for n in sent_nodes}
+        sec_of_chunk = section_of_chunks(store, state.group, [c for c in chunk_of.values() if c])
+        sent_sec = {sid: sec_of_chunk[c] for sid, c in chunk_of.items() if c in sec_of_chunk}
+        rows = aggregate_sections(hits, sent_sec, p.min_sentences)[: p.max_sections]
+        mode = "sentences"
+        if not rows and p.keyword_fallback:
+            rows = self._keyword_sections(store, state.group, state.question)
+            mode = "keyword_fallback" if rows else "none"
+        elif not rows:
+            mode = "none"
+        ents = section_entities(store, state.group, [r[0] for r in rows])
+        weights: dict[str, float] = defaultdict(float)
+        for sec, score, _ in rows:
+            for e, w in spread(score, ents.get(sec, {}), p.entities_per_section).items():
+                weights[e] += w
+        for e, w in sorted(weights.items(), key=lambda kv: (-kv[1], kv[0])):
+            state.seeds.append(Seed(name=e.removeprefix("ent:"), node_id=e, weight=w, tier="structural", strategy=mode))
+        titles = {n.id: str(n.props.get("path") or n.props.get("section_path") or n.props.get("title") or n.id)
+                  for n in store.get_nodes(state.group, [r[0] for r in rows])}
+        ctx.stats.update(
+            {
+                "mode": mode,
+                "sentence_hits": len(hits),
+                "sections": [{"section": titles.get(s, s), "score": round(sc, 4), "hits": c} for s, sc, c in rows],
+                "seeds": len(weights),
+            }
+        )
+
+    def _keyword_sections(self, store: GraphStore, group: str, question: str) -> list[tuple[str, float, int]]:
+        words = content_words(question)
+        if not words:
+            return []
+        rows = []
+        for n in store.iter_nodes(group, Label.SECTION):
+            title = str(n.props.get("title") or "").lower()
+            hit = sum(1 for w in words if re.search(rf"\b{re.escape(w)}\b", title))
+            if hit:
+                rows.append((n.id, float(hit), hit))
+        rows.sort(key=lambda r: (-r[1], r[0]))
+        return rows[: self.params.max_sections]
+
+
+# --------------------------------------------------------------------------- tier 3
+
+
+def community_members(store: GraphStore, group: str, community_ids: Sequence[str]) -> dict[str, list[str]]:
+    """Community node id -> member entity ids (BELONGS_TO edges)."""
+    out: dict[str, list[str]] = {c: [] for c in community_ids}
+    for e in store.edges_of(group, list(community_ids), [EdgeType.BELONGS_TO], direction="in"):
+        if e.dst in out:
+            out[e.dst].append(e.src)
+    return out
+
+
+class ThematicSeeds(Stage):
+    """Tier 3: communities whose summary vectors match the question -> member entities become seeds."""
+
+    name = "thematic_seeds"
+    kind = StageKind.SEED_SOURCE
+    consumes = (Slot.QUERY,)
+    produces = (Slot.SEEDS,)
+
+    class Params(StageParams):
+        communities: int = Field(3, ge=1, le=100, description="Best-matching communities used.")
+        min_similarity: float = Field(0.2, ge=-1.0, le=1.0, description="Cosine a community summary needs.")
+        members_per_community: int = Field(10, ge=1, le=1000, description="Most-mentioned members of a community that become seeds.")
+
+    params: Params
+
+    def run(self, state: QueryState, ctx: StageContext) -> None:
+        p = self.params
+        store = ctx.services.store
+        hits = [(c, s) for c, s in store.vector_search(state.group, "community", ctx.query_vector(state.question), p.communities) if s >= p.min_similarity]
+        members = community_members(store, state.group, [c for c, _ in hits])
+        mention_nodes = store.get_nodes(state.group, list(dict.fromkeys(m for ms in members.values() for m in ms)))
+        mentions = {n.id: n.props.get("mention_count") or 0 for n in mention_nodes}
+        weights: dict[str, float] = defaultdict(float)
+        for c, sim in hits:
+            top = sorted(members.get(c, []), key=lambda m: (-float(mentions.get(m, 0)), m))[: p.members_per_community]
+            for m in top:
+                weights[m] += max(sim, 0.0) / len(top)
+        for e, w in sorted(weights.items(), key=lambda kv: (-kv[1], kv[0])):
+            if w > 0:
+                state.seeds.append(Seed(name=e.removeprefix("ent:"), node_id=e, weight=w, tier="thematic", strategy="community"))
+        comm_nodes = {n.id: n for n in store.get_nodes(state.group, [c for c, _ in hits])}
+        ctx.stats.update(
+            {
+                "communities": [
+                    {"community": c, "title": str(comm_nodes[c].props.get("title") or "") if c in comm_nodes else "",
+                     "similarity": round(s, 4), "members": len(members.get(c, []))}
+                    for c, s in hits
+                ],
+                "seeds": len(weights),
+            }
+        )
+
+
+# --------------------------------------------------------------------------- weight profile
+
+
+class Profile(BaseModel):
+    """One query type of route5 §2.3: tier weights plus the cues that recognise it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    w1: float = Field(ge=0.0, le=1.0, description="Entity tier weight.")
+    w2: float = Field(ge=0.0, le=1.0, description="Structural tier weight.")
+    w3: float = Field(ge=0.0, le=1.0, description="Thematic tier weight.")
+    cues: list[str] = Field(default_factory=list, description="Case-insensitive regexes; each match is a vote.")
+    examples: list[str] = Field(default_factory=list, description="Example questions for the embedding classifier.")
+
+
+DEFAULT_PROFILES: dict[str, Profile] = {
+    "fact_extraction": Profile(
+        w1=0.6, w2=0.3, w3=0.1,
+        cues=[r"^\s*(who|when|where|which)\b", r"^\s*what (is|was) the (name|date|year|number|amount)\b",
+              r"\bhow (many|much|old|long)\b", r"\bwhat year\b"],
+        examples=["Who is the Agent?", "When was the company founded?", "What is the capital of France?",
+                  "How many employees does the firm have?"],
+    ),
+    "clause_analysis": Profile(
+        w1=0.3, w2=0.5, w3=0.2,
+        cues=[r"\b(terms?|clauses?|provisions?|conditions|obligations|requirements|policy|policies|warranty|section)\b",
+              r"\bwhat does (the|this) \w+ (say|state|require)\b"],
+        examples=["What are the warranty terms?", "What does the agreement say about termination?",
+                  "What are the payment conditions in the contract?"],
+    ),
+    "cross_doc_comparison": Profile(
+        w1=0.2, w2=0.3, w3=0.5,
+        cues=[r"\bcompar(e|es|ed|ing|ison)\b", r"\bdiffer(s|ence|ences|ent)?\b", r"\bacross\b", r"\bversus\b|\bvs\.?\b",
+              r"\b(both|each of the|all of the) (documents?|agreements?|contracts?|reports?)\b", r"\bsimilarit(y|ies)\b"],
+        examples=["Compare termination clauses across agreements", "How do the two contracts differ on fees?",
+                  "What is the difference between the policies of both companies?"],
+    ),
+    "thematic_survey": Profile(
+        w1=0.1, w2=0.2, w3=0.7,
+        cues=[r"\b(main|key|common|recurring|overall) (themes?|topics?|trends?|ideas?|issues?)\b", r"\bsummari[sz]e\b",
+              r"\boverview\b", r"\bwhat (is|are) (this|these) (corpus|documents?|collection)\b", r"\bin general\b"],
+        examples=["What are the main themes across all documents?", "Give an overview of the collection",
+                  "Summarize the key topics discussed"],
+    ),
+    "multi_hop": Profile(
+        w1=0.5, w2=0.3, w3=0.2,
+        cues=[r"\binconsistenc(y|ies)\b", r"\b(of|by|for|to|with) the \w+( \w+)? (of|who|that|which|whose|by)\b",
+              r"\bwhose\b", r"\b\w+'s \w+'s\b", r"\b(of|by) the (performer|author|director|founder|creator|spouse|father|mother|owner)\b"],
+        examples=["What inconsistencies exist between invoice and contract?", "Who is the spouse of the director of Titanic?",
+                  "In which country was the founder of the company born?", "What is the birthplace of the author of the novel?"],
+    ),
+}
+
+
+_example_cache: dict[tuple[str, tuple[str, ...]], np.ndarray] = {}
+_example_lock = threading.Lock()
+
+
+def cue_votes(question: str, profiles: Mapping[str, Profile]) -> dict[str, int]:
+    return {name: sum(1 for c in prof.cues if re.search(c, question, re.IGNORECASE)) for name, prof in profiles.items()}
+
+
+def classify(
+    question: str,
+    profiles: Mapping[str, Profile],
+    *,
+    similarity: Mapping[str, float] | None = None,
+    default: str,
+) -> tuple[str, str]:
+    """(profile, how): most cue votes wins; ties and no-votes go to the best example
+    similarity when given; otherwise the default profile."""
+    votes = cue_votes(question, profiles)
+    best = max(votes.values(), default=0)
+    cands = [n for n, v in votes.items() if v == best] if best > 0 else list(profiles)
+    if len(cands) == 1:
+        return cands[0], "cues"
+    if similarity:
+        pick = max(cands, key=lambda n: (similarity.get(n, -1.0), n == default))
+        return pick, "cues+embedding" if best > 0 else "embedding"
+    if default in cands:
+        return default, "default"
+    return sorted(cands)[0], "default"
+
+
+def damping_for(w1: float, base: float = 0.70, slope: float = 0.20) -> float:
+    """route5 §2.5: more entity weight -> higher damping (local); more thematic -> lower."""
+    return base + slope * w1
+
+
+class WeightProfile(Stage):
+    """Classify the query type and set the tier weights (w1, w2, w3) and PPR damping."""
+
+    name = "weight_profile"
+    kind = StageKind.SEED_SOURCE
+    consumes = (Slot.QUERY,)
+    produces = (Slot.TIER_WEIGHTS,)
+
+    class Params(StageParams):
+        profiles: dict[str, Profile] = Field(
+            default_factory=lambda: {k: v.model_copy(deep=True) for k, v in DEFAULT_PROFILES.items()},
+            min_length=1, description="Query type -> weights, cue regexes, examples (route5 §2.3 table by default).",
+        )
+        classifier: Literal["offline", "llm"] = Field(
+            "offline", description="offline: cue regexes then nearest example embedding; llm: ask the configured LLM (offline fallback)."
+        )
+        profile: str | None = Field(None, description="Force one profile (skip classification).")
+        default_profile: str = Field("multi_hop", description="Used when nothing decides (the reference's 0.5/0.3/0.2 default).")
+        use_embeddings: bool = Field(True, description="Break ties / no-cue cases by similarity to the profiles' examples.")
+        damping: float | None = Field(None, gt=0.0, lt=1.0, description="Fixed PPR damping; null: 0.70 + 0.20 * w1.")
+        damping_base: float = Field(0.70, gt=0.0, lt=1.0, description="Damping at w1 = 0.")
+        damping_slope: float = Field(0.20, ge=0.0, lt=1.0, description="Damping added per unit of w1.")
+
+    params: Params
+
+    def run(self, state: QueryState, ctx: StageContext) -> None:
+        p = self.params
+        profiles = p.profiles
+        how = "fixed"
+        if p.profile is not None:
+            if p.profile not in profiles:
+                raise ValueError(f"weight_profile.profile {p.profile!r} is not one of {sorted(profiles)}")
+            name = p.profile
+        else:
+            name, how = "", ""
+            if p.classifier == "llm" and ctx.services.llm() is not None:
+                name = self._llm(state.question, ctx)
+                how = "llm" if name else ""
+            if not name:
+                sim = self._similarity(state.question, ctx) if p.use_embeddings else None
+                name, how = classify(state.question, profiles, similarity=sim, default=p.default_profile if p.default_profile in profiles else next(iter(profiles)))
+        prof = profiles[name]
+        state.profile = name
+        state.tier_weights = {"w1": prof.w1, "w2": prof.w2, "w3": prof.w3}
+        if p.damping is not None:
+            state.damping = p.damping
+            state.extras["damping_fixed"] = True
+        else:
+            state.damping = damping_for(prof.w1, p.damping_base, p.damping_slope)
+        state.extras["damping_formula"] = (p.damping_base, p.damping_slope)
+        ctx.stats.update(
+            {"profile": name, "how": how, "weights": dict(state.tier_weights), "damping": round(state.damping, 4),
+             "votes": cue_votes(state.question, profiles)}
+        )
+
+    def _similarity(self, question: str, ctx: StageContext) -> dict[str, float] | None:
+        try:
+            q = ctx.query_vector(question)
+            emb = ctx.services.embedder()
+        except Exception:
+            return None
+        out: dict[str, float] = {}
+        for name, prof in self.params.profiles.items():
+            if not prof.examples:
+                continue
+            key = (emb.model_id, tuple(prof.examples))
+            with _example_lock:
+                vecs = _example_cache.get(key)
+            if vecs is None:
+                vecs = np.asarray(emb.embed(prof.examples, input_type="query"), dtype=np.float32)
+                with _example_lock:
+                    _example_cache[key] = vecs
+            out[name] = float(np.max(vecs @ np.asarray(q, dtype=np.float32)))
+        return out
+
+    def _llm(self, question: str, ctx: StageContext) -> str:
+        import json
+
+        llm = ctx.services.llm()
+        assert llm is not None
+        lines = [f"- {n}: e.g. {'; '.join(p.examples[:2])}" for n, p in self.params.profiles.items()]
+        try:
+            resp = llm.complete(
+                [
+                    {"role": "system", "content": "Classify the question into one query type. Types:\n" + "\n".join(lines)
+                     + '\nReturn JSON: {"profile": "<type>"}'},
+                    {"role": "user", "content": question},
+                ],
+                json_mode=True, max_tokens=50,
+            )
+            ctx.add_tokens(resp.prompt_tokens, resp.completion_tokens, resp.cost_usd)
+            name = str(json.loads(resp.text).get("profile", ""))
+        except Exception as exc:
+            ctx.stats["llm_error"] = f"{type(exc).__name__}: {exc}"[:200]
+            return ""
+        return name if name in self.params.profiles else ""
+
+
+# --------------------------------------------------------------------------- unified seeds
+
+
+def redistribute(weights: Mapping[str, float], present: Mapping[str, bool]) -> dict[str, float]:
+    """Hand an empty tier's weight to the next non-empty tier (entity -> structural ->
+    thematic -> entity). With the reference's case, an empty structural tier's w2 goes to
+    the thematic tier. All tiers empty: all zero."""
+    eff = {t: float(weights.get(t, 0.0)) if present.get(t) else 0.0 for t in TIERS}
+    if not any(present.get(t) for t in TIERS):
+        return {t: 0.0 for t in TIERS}
+    for i, t in enumerate(TIERS):
+        if present.get(t):
+            continue
+        for step in range(1, len(TIERS)):
+            nxt = TIERS[(i + step) % len(TIERS)]
+            if present.get(nxt):
+                eff[nxt] += float(weights.get(t, 0.0))
+                break
+    return eff
+
+
+def unify(seeds: Sequence[Seed], weights: Mapping[str, float]) -> list[Seed]:
+    """route5 §2.4 ``build_unified_seeds``: normalise within each tier, multiply by the
+    tier weight, sum per node, normalise to a distribution. Each output seed keeps the name
+    and tier of its largest contribution; ties keep the earlier tier."""
+    by_tier: dict[str, list[Seed]] = defaultdict(list)
+    for s in seeds:
+        if s.node_id and s.weight > 0:
+            by_tier[s.tier].append(s)
+    total: dict[str, float] = defaultdict(float)
+    best: dict[str, tuple[float, Seed]] = {}
+    for tier in [*TIERS, *sorted(t for t in by_tier if t not in TIERS)]:
+        items = by_tier.get(tier, [])
+        mass = sum(s.weight for s in items)
+        w = float(weights.get(tier, 0.0))
+        if not items or mass <= 0 or w <= 0:
+            continue
+        for s in items:
+            contrib = w * s.weight / mass
+            assert s.node_id is not None
+            total[s.node_id] += contrib
+            if s.node_id not in best or contrib > best[s.node_id][0]:
+                best[s.node_id] = (contrib, s)
+    z = sum(total.values())
+    if z <= 0:
+        return []
+    out = [
+        Seed(name=best[n][1].name, node_id=n, weight=v / z, tier=best[n][1].tier, strategy=best[n][1].strategy)
+        for n, v in total.items()
+    ]
+    out.sort(key=lambda s: (-s.weight, s.node_id or ""))
+    return out
+
+
+class UnifiedSeeds(Stage):
+    """Merge the three seed tiers into one weighted teleport vector (tier-normalised, weighted, summed)."""
+
+    name = "unified_seeds"
+    kind = StageKind.SEED_SOURCE
+    consumes = (Slot.SEEDS,)
+    produces = (Slot.SEEDS,)
+
+    class Params(StageParams):
+        w1: float = Field(0.5, ge=0.0, le=1.0, description="Entity tier weight when no weight_profile ran.")
+        w2: float = Field(0.3, ge=0.0, le=1.0, description="Structural tier weight when no weight_profile ran.")
+        w3: float = Field(0.2, ge=0.0, le=1.0, description="Thematic tier weight when no weight_profile ran.")
+        redistribute: bool = Field(True, description="Hand an empty tier's weight to the next non-empty tier.")
+        dynamic_damping: bool = Field(
+            True, description="Set damping = 0.70 + 0.20 * effective w1 (unless weight_profile fixed it)."
+        )
+
+    params: Params
+
+    def run(self, state: QueryState, ctx: StageContext) -> None:
+        p = self.params
+        nominal_src = state.tier_weights or {"w1": p.w1, "w2": p.w2, "w3": p.w3}
+        nominal = {t: float(nominal_src.get(TIER_KEYS[t], 0.0)) for t in TIERS}
+        present = {t: any(s.tier == t and s.node_id and s.weight > 0 for s in state.seeds) for t in TIERS}
+        eff = redistribute(nominal, present) if p.redistribute else dict(nominal)
+        tiers_report: dict[str, Any] = {}
+        for t in TIERS:
+            items = [s for s in state.seeds if s.tier == t and s.node_id]
+            mass = sum(s.weight for s in items) or 1.0
+            tiers_report[t] = {
+                "nominal": round(nominal[t], 4),
+                "effective": round(eff[t], 4),
+                "seeds": [{"name": s.name, "node": s.node_id, "weight": round(s.weight / mass, 4)} for s in items[:15]],
+                "count": len(items),
+            }
+        state.seeds = unify(state.seeds, eff)
+        state.tier_weights = {TIER_KEYS[t]: eff[t] for t in TIERS}
+        if p.dynamic_damping and not state.extras.get("damping_fixed"):
+            base, slope = state.extras.get("damping_formula", (0.70, 0.20))
+            state.damping = damping_for(eff["entity"], base, slope)
+        ctx.stats.update(
+            {
+                "profile": state.profile,
+                "tiers": tiers_report,
+                "damping": round(state.damping, 4) if state.damping is not None else None,
+                "unified_seeds": len(state.seeds),
+                "top": [{"name": s.name, "tier": s.tier, "weight": round(s.weight, 4)} for s in state.seeds[:10]],
+            }
+        )
+
+
+@hookimpl
+def register_seed_sources() -> list[type[Stage]]:
+    return [StructuralSeeds, ThematicSeeds, WeightProfile, UnifiedSeeds]

@@ -1,0 +1,100 @@
+"""Seed names from the question, the six-strategy resolution cascade, community peers."""
+
+from __future__ import annotations
+
+import pytest
+
+from graphroute.core.models import Edge, EdgeType, Seed
+from graphroute.core.stage import QueryState
+from graphroute.core.store import GraphStore
+from graphroute.plugins.seeds.entity_seeds import CommunityPeers, NerSeeds, SeedResolution, offline_names, parse_llm_names
+
+from .conftest import GROUP, context, ent
+
+
+def test_offline_names_cast_a_wide_net() -> None:
+    names = offline_names("When did Carl Rogers develop person-centered therapy?")
+    assert names[0] == "Carl Rogers" and "person-centered therapy" in names
+    title = offline_names("What is the birthplace of the author of The Old Man and the Sea?")
+    assert "The Old Man and the Sea" in title and "author" in title
+    assert not any(n.lower().startswith(("what", "when", "who")) for n in title)
+
+
+def test_ner_seeds_offline_top_k(store: GraphStore) -> None:
+    st = QueryState("What is the capital of the country where the Bank of America is headquartered?", GROUP)
+    c = context(store)
+    NerSeeds(NerSeeds.Params(top_k=2)).run(st, c)
+    assert len(st.seed_names) == 2 and c.stats["mode"] == "offline"
+
+
+def test_parse_llm_names() -> None:
+    assert parse_llm_names('{"entities": ["Carl Rogers", " Rogerian therapy "]}') == ["Carl Rogers", "Rogerian therapy"]
+    assert parse_llm_names('["a", 3]') == ["a", "3"]
+
+
+@pytest.fixture
+def lex_store(store: GraphStore) -> GraphStore:
+    from graphroute.core.services import Services
+
+    nodes = [
+        ent("carl rogers", name="Carl Rogers", mentions=5),
+        ent("new york city", name="New York City", aliases=["NYC", "New York City"], mentions=9),
+        ent("rogerian psychotherapy", name="Rogerian psychotherapy", mentions=2),
+        ent("car", name="Car", mentions=3),
+        ent("banana", name="Banana", mentions=1),
+    ]
+    emb = Services(store, GROUP).embedder()
+    vecs = emb.embed([str(n.props["name"]) for n in nodes])
+    store.write(GROUP, nodes=nodes, vectors={"entity": ([n.id for n in nodes], vecs)})
+    # the alias index keys on the alias's normalised form; make one that differs from the norm
+    return store
+
+
+@pytest.mark.parametrize(
+    ("name", "node", "strategy"),
+    [
+        ("Carl Rogers", "ent:carl rogers", "exact"),
+        ("carl ROGERS", "ent:carl rogers", "normalized"),
+        ("NYC", "ent:new york city", "alias"),
+        ("Carl Roger", "ent:carl rogers", "fuzzy"),
+        ("the famous Rogerian psychotherapy school", "ent:rogerian psychotherapy", "substring"),
+        ("automobile", "ent:car", "embedding"),
+    ],
+)
+def test_cascade_reports_the_strategy(lex_store: GraphStore, name: str, node: str, strategy: str) -> None:
+    st = QueryState("q", GROUP)
+    st.seed_names = [name]
+    c = context(lex_store)
+    SeedResolution().run(st, c)
+    assert [(s.node_id, s.strategy) for s in st.seeds] == [(node, strategy)]
+    assert c.stats["seeds"][0]["strategy"] == strategy and c.stats["by_strategy"] == {strategy: 1}
+
+
+def test_cascade_order_is_configurable_and_unresolved_reported(lex_store: GraphStore) -> None:
+    st = QueryState("q", GROUP)
+    st.seed_names = ["Carl Roger", "zzzz qqqq"]
+    c = context(lex_store)
+    SeedResolution(SeedResolution.Params(strategies=["exact", "normalized"])).run(st, c)
+    assert st.seeds == [] and c.stats["unresolved"] == ["Carl Roger", "zzzz qqqq"]
+
+
+def test_two_names_one_node_give_one_seed(lex_store: GraphStore) -> None:
+    st = QueryState("q", GROUP)
+    st.seed_names = ["Carl Rogers", "carl rogers"]
+    SeedResolution().run(st, context(lex_store))
+    assert len(st.seeds) == 1
+
+
+def test_community_peers_add_top_degree_members(store: GraphStore) -> None:
+    nodes = [ent("s", community=1), ent("hub", community=1), ent("mid", community=1), ent("leaf", community=1), ent("other", community=2)]
+    edges = [Edge(src="ent:hub", dst=f"ent:{x}", type=EdgeType.RELATION, group=GROUP) for x in ("s", "mid", "leaf", "other")]
+    edges.append(Edge(src="ent:mid", dst="ent:leaf", type=EdgeType.CO_OCCURS, group=GROUP))
+    edges.append(Edge(src="ent:mid", dst="ent:other", type=EdgeType.CO_OCCURS, group=GROUP))
+    store.write(GROUP, nodes=nodes, edges=edges)
+    st = QueryState("q", GROUP)
+    st.seeds = [Seed(name="s", node_id="ent:s", weight=1.0)]
+    c = context(store)
+    CommunityPeers(CommunityPeers.Params(peers=2, weight=0.5)).run(st, c)
+    added = [(s.node_id, s.weight, s.strategy) for s in st.seeds[1:]]
+    assert added == [("ent:hub", 0.5, "community_peer"), ("ent:mid", 0.5, "community_peer")]
+    assert c.stats["communities"] == [1]
