@@ -17,8 +17,6 @@ Indexing runs in a background worker (one job at a time, so two uploads never wr
 group concurrently); ``GET /jobs/{id}`` reports its state, progress and final report.
 """
 
-from __future__ import annotations
-
 import asyncio
 import contextlib
 import hashlib
@@ -38,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from .config import RouteConfigError, list_routes, load_route, overrides_from_mapping
 from .models import Citation
@@ -80,7 +78,7 @@ class ServerConfig:
     default_route: str = DEFAULT_ROUTE
 
     @classmethod
-    def from_env(cls, **kwargs: Any) -> ServerConfig:
+    def from_env(cls, **kwargs: Any) -> "ServerConfig":
         """Defaults from the environment (``GRAPHROUTE_TOKEN``), explicit values win."""
         cfg = cls(**kwargs)
         if cfg.token is None:
@@ -100,8 +98,10 @@ class ErrorBody(BaseModel):
 
 
 class QueryRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a misspelt field is an error, not ignored
+
     question: str = Field(min_length=1, max_length=20_000, description="the question")
-    route: str = Field(DEFAULT_ROUTE, pattern=NAME_PATTERN, description="a route name (`GET /routes`)")
+    route: str | None = Field(None, pattern=NAME_PATTERN, description="a route name (`GET /routes`); the server's default route when omitted")
     group: str | None = Field(None, min_length=1, max_length=200, description="group (corpus); the server's default when omitted")
     overrides: dict[str, Any] = Field(
         default_factory=dict,
@@ -168,11 +168,15 @@ class PluginsResponse(BaseModel):
 
 
 class IndexDocument(BaseModel):
-    title: str = Field(min_length=1, max_length=300, description="document title")
-    text: str = Field(min_length=1, description="plain text or Markdown")
+    model_config = ConfigDict(extra="forbid")  # a misspelt field is an error, not ignored
+
+    title: str = Field(min_length=1, max_length=300, description="document title (a single leading `# heading` in the text takes precedence)")
+    text: str = Field(min_length=1, description="plain text or Markdown (headings become sections)")
 
 
 class IndexRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a misspelt field is an error, not ignored
+
     group: str | None = Field(None, min_length=1, max_length=200)
     documents: list[IndexDocument] = Field(default_factory=list, max_length=10_000)
     paths: list[str] = Field(
@@ -231,8 +235,8 @@ class JsonFormatter(logging.Formatter):
         return text
 
 
-def log_event(logger: logging.Logger, level: int, event: str, **fields: Any) -> None:
-    logger.log(level, event, extra={"fields": fields})
+def log_event(logger: logging.Logger, level: int, event: str, *, exc_info: bool = False, **fields: Any) -> None:
+    logger.log(level, event, extra={"fields": fields}, exc_info=exc_info)
 
 
 def configure_logging(secrets: Callable[[], list[str]] | None = None, stream: Any = None) -> logging.Handler:
@@ -291,10 +295,13 @@ class RequestGuard:
     received, so a chunked upload cannot slip past it.
     """
 
-    def __init__(self, app: Any, *, max_body_bytes: int, logger: logging.Logger) -> None:
+    def __init__(self, app: Any, *, max_body_bytes: int, logger: logging.Logger, too_large: type[Exception] | None = None) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
         self.logger = logger
+        # FastAPI turns any exception raised while it reads the body into a 400, except
+        # HTTPException subclasses: create_app passes one so the client sees the 413.
+        self.too_large = too_large
 
     async def __call__(self, scope: dict[str, Any], receive: Callable[[], Awaitable[Any]], send: Callable[[Any], Awaitable[None]]) -> None:
         if scope["type"] != "http":
@@ -306,12 +313,13 @@ class RequestGuard:
         scope.setdefault("state", {})["request_id"] = rid
         t0 = time.perf_counter()
         status = 500
+        started = False
         received = 0
 
         async def send_with_id(message: dict[str, Any]) -> None:
-            nonlocal status
+            nonlocal status, started
             if message["type"] == "http.response.start":
-                status = message["status"]
+                status, started = message["status"], True
                 message["headers"] = [*message.get("headers", []), (b"x-request-id", rid.encode("latin-1"))]
             await send(message)
 
@@ -334,6 +342,8 @@ class RequestGuard:
                 if message.get("type") == "http.request":
                     received += len(message.get("body", b""))
                     if received > self.max_body_bytes:
+                        if self.too_large is not None:
+                            raise self.too_large(too_large)
                         raise ApiError(413, "too_large", too_large)
                 return message
 
@@ -341,8 +351,11 @@ class RequestGuard:
                 await self.app(scope, limited_receive, send_with_id)
             except ApiError as exc:  # raised while the body was read, before any response
                 await reply(exc.status, exc.code, exc.message)
-            except Exception as exc:  # already answered 500 by the app; log it as JSON, once
-                log_event(self.logger, logging.ERROR, "unhandled error", request_id=rid, error=f"{type(exc).__name__}: {exc}")
+            except Exception as exc:  # a bug: log it (as JSON), answer 500 without details
+                log_event(self.logger, logging.ERROR, "unhandled error", request_id=rid,
+                          error=f"{type(exc).__name__}: {exc}", exc_info=True)
+                if not started:
+                    await reply(500, "internal", f"internal error ({type(exc).__name__}); see the server log for request {rid}")
         path = scope.get("path", "")
         log_event(
             self.logger, logging.INFO, "request",
@@ -442,15 +455,15 @@ def _slug(title: str) -> str:
 
 
 def write_uploads(directory: Path, documents: list[IndexDocument]) -> list[Path]:
-    """Write uploaded documents as Markdown files (title as the top heading) so they go
-    through the same loaders as files on disk; re-uploading a title rewrites its file, so
-    the indexer sees a changed document instead of a new one."""
+    """Write uploaded documents as Markdown files (the title in front matter) so they go
+    through the same loader as files on disk, headings and tables included; re-uploading a
+    title rewrites its file, so the indexer sees a changed document, not a new one."""
     directory.mkdir(parents=True, exist_ok=True)
     paths = []
     for doc in documents:
         p = directory / f"{_slug(doc.title)}.md"
         title = " ".join(doc.title.split())
-        p.write_text(f"# {title}\n\n{doc.text.strip()}\n", encoding="utf-8")
+        p.write_text(f"---\ntitle: {title}\n---\n\n{doc.text.strip()}\n", encoding="utf-8")
         paths.append(p)
     return paths
 
@@ -463,12 +476,13 @@ def _upload_dir_for(config: ServerConfig, store_location: str, group: str) -> Pa
 # --------------------------------------------------------------------------- app factory
 
 
-def create_app(config: ServerConfig | None = None, engine: GraphRoute | None = None) -> FastAPI:
+def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None" = None) -> "FastAPI":
     """Build the app. Pass ``engine`` to share an already opened :class:`GraphRoute`
     (tests do); otherwise one is opened from ``config.store``."""
     from fastapi import Depends, FastAPI, Request
     from fastapi.responses import JSONResponse
     from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+    from starlette.exceptions import HTTPException as StarletteHTTPException
 
     from . import __version__
 
@@ -482,7 +496,7 @@ def create_app(config: ServerConfig | None = None, engine: GraphRoute | None = N
         if config.group:
             settings.group = config.group
         engine = GraphRoute(settings=settings)
-    gr: GraphRoute = engine
+    gr = engine
     logger = logging.getLogger(LOGGER_NAME)
     jobs = JobManager(logger)
     pool = ThreadPoolExecutor(max_workers=max(1, config.query_workers), thread_name_prefix="graphroute-query")
@@ -514,7 +528,7 @@ def create_app(config: ServerConfig | None = None, engine: GraphRoute | None = N
             )
 
     @contextlib.asynccontextmanager
-    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+    async def lifespan(_app: "FastAPI") -> AsyncIterator[None]:
         yield
         jobs.shutdown()
         pool.shutdown(wait=False, cancel_futures=True)
@@ -528,7 +542,13 @@ def create_app(config: ServerConfig | None = None, engine: GraphRoute | None = N
     app.state.engine = gr
     app.state.jobs = jobs
     app.state.config = config
-    app.add_middleware(RequestGuard, max_body_bytes=config.max_body_bytes, logger=logger)  # type: ignore[arg-type]
+    class BodyTooLarge(StarletteHTTPException):
+        def __init__(self, message: str) -> None:
+            super().__init__(413, message)
+
+    app.add_middleware(
+        RequestGuard, max_body_bytes=config.max_body_bytes, logger=logger, too_large=BodyTooLarge,  # type: ignore[arg-type]
+    )
 
     def request_id(request: Request) -> str | None:
         return request.scope.get("state", {}).get("request_id")
@@ -541,6 +561,10 @@ def create_app(config: ServerConfig | None = None, engine: GraphRoute | None = N
     async def _api_error(request: Request, exc: ApiError) -> JSONResponse:
         return error_response(request, exc.status, exc.code, exc.message, exc.headers)
 
+    @app.exception_handler(BodyTooLarge)
+    async def _too_large(request: Request, exc: BodyTooLarge) -> JSONResponse:
+        return error_response(request, 413, "too_large", str(exc.detail))
+
     @app.exception_handler(RouteConfigError)
     async def _route_error(request: Request, exc: RouteConfigError) -> JSONResponse:
         return error_response(request, 400, "route_config", exc.render())
@@ -552,11 +576,6 @@ def create_app(config: ServerConfig | None = None, engine: GraphRoute | None = N
     @app.exception_handler(StoreError)
     async def _store_error(request: Request, exc: StoreError) -> JSONResponse:
         return error_response(request, 503, "store", str(exc))
-
-    @app.exception_handler(Exception)
-    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-        # logged (as JSON, with the request id) by RequestGuard; details stay in the log
-        return error_response(request, 500, "internal", f"internal error ({type(exc).__name__}); see the server log for request {request_id(request)}")
 
     auth = [Depends(require_token)]
 
@@ -591,12 +610,13 @@ def create_app(config: ServerConfig | None = None, engine: GraphRoute | None = N
     async def query(body: QueryRequest) -> dict[str, Any]:
         """Answer a question through a route; the body of `graphroute query --json`."""
         group = body.group or gr.group
-        route_file(body.route)
+        route = body.route or config.default_route
+        route_file(route)
         overrides = overrides_from_mapping(body.overrides)
 
         def work() -> dict[str, Any]:
             known_group(group)
-            return gr.query(body.question, route=body.route, group=group, overrides=overrides).to_public_json()
+            return gr.query(body.question, route=route, group=group, overrides=overrides).to_public_json()
 
         try:
             return await run_limited(work)

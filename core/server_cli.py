@@ -55,6 +55,7 @@ def register(app: typer.Typer) -> None:
         timeout: Annotated[float, typer.Option("--timeout", min=0.1, help="per-request time limit in seconds (504 above)")] = DEFAULT_TIMEOUT_S,
         workers: Annotated[int, typer.Option("--query-threads", min=1, help="threads answering queries")] = 4,
         index_root: Annotated[list[Path] | None, typer.Option("--index-root", help="allow POST /index `paths` under this folder (repeatable)")] = None,
+        default_route: Annotated[str, typer.Option("--route", "-r", help="route used when a query names none")] = "route1s_sentence",
     ) -> None:
         """Serve the HTTP API (POST /query, /index; GET /routes, /plugins, /jobs/ID, /health)."""
         import uvicorn
@@ -77,7 +78,7 @@ def register(app: typer.Typer) -> None:
                 raise UserError(f"--index-root {root} is not a folder", code=2)
         config = ServerConfig(
             store=store, group=group, token=token, max_body_bytes=max_body, request_timeout_s=timeout,
-            query_workers=workers, index_roots=list(index_root or []),
+            query_workers=workers, index_roots=list(index_root or []), default_route=default_route,
         )
         settings = Settings()
         configure_logging(lambda: secrets_of(config, settings))
