@@ -51,7 +51,7 @@ class ContextBoundExtractor(Extractor):
 # Entity types that name quantities rather than things: as graph nodes they would join
 # unrelated passages through "two" or "50%".
 DEFAULT_EXCLUDED_LABELS = ["CARDINAL", "ORDINAL", "PERCENT", "QUANTITY"]
-_LEADING_DROP_POS = {"DET", "PRON", "PUNCT", "CCONJ", "ADP"}
+_LEADING_DROP_POS = {"DET", "PRON", "PUNCT", "CCONJ", "ADP", "NUM"}  # "its 300 cars" -> "cars"
 
 _nlp_cache: dict[str, Language] = {}
 _nlp_lock = threading.Lock()
