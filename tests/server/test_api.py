@@ -182,3 +182,13 @@ def test_logs_are_json_with_request_ids_and_no_secret(engine: GraphRoute) -> Non
     assert requests[1]["status"] == 401
     assert TOKEN not in stream.getvalue()
     assert lines[-1]["event"] == "token is ***"
+
+
+@pytest.mark.parametrize(("host", "loopback"), [
+    ("127.0.0.1", True), ("127.0.0.2", True), ("::1", True), ("[::1]", True), ("localhost", True),
+    ("0.0.0.0", False), ("::", False), ("10.1.2.3", False), ("example.com", False),
+])
+def test_loopback_detection(host: str, loopback: bool) -> None:
+    from graphroute.core.server_cli import is_loopback
+
+    assert is_loopback(host) is loopback
