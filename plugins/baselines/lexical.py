@@ -1,0 +1,173 @@
+"""BM25 baseline: lexical passage search over the group's chunk texts (bm25s).
+
+The baseline every graph route is compared with (HippoRAG reports BM25 next to dense
+retrieval). The index is built lazily, in memory, once per (store, group, store version):
+any write to the group changes the version, so a re-indexed corpus is never searched with a
+stale index. Tokenisation is bm25s' default (lower case, ``\\w\\w+`` tokens) with its English
+stop words; PyStemmer's English stemmer is used when that package is installed.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from graphroute.core.hookspecs import hookimpl
+from graphroute.core.models import Evidence, Label
+from graphroute.core.stage import QueryState, Slot, Stage, StageContext, StageKind, StageParams
+from graphroute.core.store import GraphStore
+from pydantic import Field
+
+_CACHE_SIZE = 4  # (store, group, version, params) indexes kept in memory
+
+
+@dataclass
+class _ChunkRecord:
+    id: str
+    text: str
+    document: str
+    document_id: str
+    section_path: str
+    page: int | None
+
+
+@dataclass
+class _LexicalIndex:
+    retriever: Any  # bm25s.BM25, or None when the group has no chunk text
+    chunks: list[_ChunkRecord]
+    stemmer: Any
+
+
+_lock = threading.Lock()
+_cache: OrderedDict[tuple[Any, ...], _LexicalIndex] = OrderedDict()
+
+
+def _stemmer() -> Any:
+    """PyStemmer's English stemmer when installed, else None (no stemming)."""
+    try:
+        import Stemmer  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    return Stemmer.Stemmer("english")
+
+
+def _tokenize(texts: list[str], stemmer: Any) -> list[list[str]]:
+    import bm25s
+
+    tokens = bm25s.tokenize(texts, stopwords="en", stemmer=stemmer, return_ids=False, show_progress=False)
+    return [list(t) for t in tokens]
+
+
+def _chunk_records(store: GraphStore, group: str) -> list[_ChunkRecord]:
+    """Every chunk of the group with its document title, in a stable (id) order."""
+    titles: dict[str, str] = {}
+    for doc in store.iter_nodes(group, Label.DOCUMENT):
+        titles[doc.id] = str(doc.props.get("title") or "")
+    out: list[_ChunkRecord] = []
+    for node in store.iter_nodes(group, Label.CHUNK):
+        text = str(node.props.get("text") or "")
+        if not text.strip():
+            continue
+        doc_id = node.doc_id or str(node.props.get("document_id") or "")
+        title = titles.get(doc_id) or str(node.props.get("document") or node.props.get("title") or "")
+        page = node.props.get("page")
+        out.append(
+            _ChunkRecord(
+                id=node.id,
+                text=text,
+                document=title,
+                document_id=doc_id,
+                section_path=str(node.props.get("section_path") or ""),
+                page=page if isinstance(page, int) else None,
+            )
+        )
+    out.sort(key=lambda r: r.id)
+    return out
+
+
+def lexical_index(store: GraphStore, group: str, *, include_title: bool, k1: float, b: float) -> _LexicalIndex:
+    """The group's BM25 index, built on first use and cached per store version."""
+    key = (store.location or id(store), id(store), group, store.version(group), include_title, k1, b)
+    with _lock:
+        hit = _cache.get(key)
+        if hit is not None:
+            _cache.move_to_end(key)
+            return hit
+    import bm25s
+
+    chunks = _chunk_records(store, group)
+    stemmer = _stemmer()
+    texts = [f"{c.document}\n{c.text}" if include_title and c.document else c.text for c in chunks]
+    retriever = None
+    if chunks:
+        retriever = bm25s.BM25(k1=k1, b=b)
+        retriever.index(_tokenize(texts, stemmer), show_progress=False)
+    built = _LexicalIndex(retriever=retriever, chunks=chunks, stemmer=stemmer)
+    with _lock:
+        _cache[key] = built
+        while len(_cache) > _CACHE_SIZE:
+            _cache.popitem(last=False)
+    return built
+
+
+class BM25Search(Stage):
+    """Lexical BM25 passage search over the group's chunks (bm25s baseline)."""
+
+    name = "bm25"
+    kind = StageKind.EXPANDER
+    consumes = (Slot.QUERY,)
+    produces = (Slot.EVIDENCE,)
+
+    class Params(StageParams):
+        top_k: int = Field(10, ge=1, le=1000, description="how many chunks to return, best first")
+        include_title: bool = Field(
+            True, description="index the document title with the chunk text (HippoRAG's BM25 does)"
+        )
+        k1: float = Field(1.5, ge=0.0, le=10.0, description="BM25 term-frequency saturation (bm25s default)")
+        b: float = Field(0.75, ge=0.0, le=1.0, description="BM25 length normalisation (bm25s default)")
+
+    params: Params
+
+    def run(self, state: QueryState, ctx: StageContext) -> None:
+        p = self.params
+        index = lexical_index(ctx.services.store, ctx.group, include_title=p.include_title, k1=p.k1, b=p.b)
+        ctx.stats["indexed_chunks"] = len(index.chunks)
+        query_tokens = _tokenize([state.question], index.stemmer)[0]
+        ctx.stats["query_terms"] = len(query_tokens)
+        if index.retriever is None or not query_tokens:
+            ctx.stats["hits"] = 0
+            return
+        scores = np.asarray(index.retriever.get_scores(query_tokens), dtype=np.float64)
+        # best score first, ties broken by chunk order, so runs are reproducible
+        order = np.lexsort((np.arange(len(scores)), -scores))
+        hits: list[Evidence] = []
+        for i in order[: p.top_k]:
+            score = float(scores[i])
+            if score <= 0.0:
+                break  # no query term in this chunk: not evidence
+            c = index.chunks[int(i)]
+            hits.append(
+                Evidence(
+                    id=c.id,
+                    text=c.text,
+                    score=score,
+                    kind="chunk",
+                    document=c.document,
+                    document_id=c.document_id,
+                    section_path=c.section_path,
+                    source=self.name,
+                    page=c.page,
+                    chunk_id=c.id,
+                )
+            )
+        known = {e.id for e in state.evidence}
+        state.evidence.extend(e for e in hits if e.id not in known)
+        ctx.stats["hits"] = len(hits)
+
+
+@hookimpl
+def register_expanders() -> list[type[Stage]]:
+    return [BM25Search]
