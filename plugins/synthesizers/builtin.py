@@ -15,9 +15,11 @@ context; the synthesizers that follow see ``state.negative`` and leave the answe
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, Literal
 
 from graphroute.core.hookspecs import hookimpl
 from graphroute.core.models import Citation, Evidence
@@ -289,9 +291,145 @@ class Extractive(Stage):
         )
 
 
+# ----------------------------------------------------------------------------- LLM synthesis
+
+SYSTEM_PROMPT = (
+    "You answer questions using only the numbered context passages.\n"
+    "Reply with the answer only: a short phrase or one to three plain sentences. No headers, "
+    "no preamble, no lists, no restating the question, no hedging.\n"
+    "After each statement put the number of the passage it comes from in square brackets, "
+    "e.g. [2] or [1][3]. Cite only passage numbers that exist.\n"
+    f"If the passages do not contain the answer, reply exactly: {NOT_FOUND}"
+)
+
+_MARKER_RE = re.compile(r"\[(\d+(?:\s*,\s*\d+)*)\]")
+_MODEL_NOT_FOUND_RE = re.compile(
+    r"^\W*(?:not found\b|no answer\b|unknown\W*$|i (?:do not|don't|cannot|can't) (?:know|find|answer)|"
+    r"(?:the )?(?:provided |given )?(?:context|passages?|documents?) (?:does|do) not (?:contain|mention|"
+    r"provide|say|include|state)|there is no (?:information|mention)|cannot be determined|not (?:stated|"
+    r"mentioned|specified) in)",
+    re.IGNORECASE,
+)
+
+
+class LLMNotConfiguredError(RuntimeError):
+    """llm_synthesis ran without an LLM and without the extractive fallback."""
+
+
+def build_messages(question: str, context: str, extra_instructions: str = "") -> list[dict[str, str]]:
+    """The concise, extraction-style prompt (route2 §8.5: verbosity is prompt-driven)."""
+    from graphroute.plugins.denoisers.context import strip_internal_tags
+
+    system = SYSTEM_PROMPT + (f"\n{extra_instructions.strip()}" if extra_instructions.strip() else "")
+    user = f"Context:\n{strip_internal_tags(context)}\n\nQuestion: {question.strip()}\nAnswer:"
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+def cited_blocks(answer: str, n_blocks: int) -> tuple[str, list[int], int]:
+    """The answer with invalid markers removed, the cited block numbers, and how many
+    invalid markers (numbers that are not context blocks) were dropped."""
+    cited: list[int] = []
+    invalid = 0
+
+    def repl(m: re.Match[str]) -> str:
+        nonlocal invalid
+        keep = []
+        for part in m.group(1).split(","):
+            n = int(part)
+            if 1 <= n <= n_blocks:
+                keep.append(n)
+                cited.append(n)
+            else:
+                invalid += 1
+        return "".join(f"[{n}]" for n in keep)
+
+    cleaned = _MARKER_RE.sub(repl, answer)
+    cleaned = re.sub(r"[ \t]+([.,;:])", r"\1", cleaned)
+    return re.sub(r"[ \t]{2,}", " ", cleaned).strip(), cited, invalid
+
+
+def is_model_not_found(answer: str) -> bool:
+    return bool(_MODEL_NOT_FOUND_RE.search(answer.strip()))
+
+
+class LLMSynthesis(Stage):
+    """Concise answer with [n] citations from an OpenAI-compatible LLM; never invents."""
+
+    name = "llm_synthesis"
+    kind = StageKind.SYNTHESIZER
+    consumes = (Slot.CONTEXT,)
+    produces = (Slot.ANSWER,)
+
+    class Params(NegativeFloor):
+        llm: str | None = Field(
+            None,
+            description="LLM client for this stage (e.g. openai); default: the process client "
+            "from GRAPHROUTE_LLM.",
+        )
+        llm_params: dict[str, Any] = Field(
+            default_factory=dict,
+            description="Parameters of that client (model, base_url, api_key_env, ...; never the key).",
+        )
+        max_tokens: int = Field(512, ge=16, le=32000, description="Answer length limit in tokens.")
+        temperature: float = Field(0.0, ge=0.0, le=2.0, description="Sampling temperature (0: reproducible).")
+        extra_instructions: str = Field("", description="Appended to the system prompt (domain hints).")
+        fallback: Literal["error", "extractive"] = Field(
+            "error",
+            description="Without a configured LLM: 'error' fails with how to configure one; "
+            "'extractive' answers offline instead.",
+        )
+
+    params: Params
+
+    def run(self, state: QueryState, ctx: StageContext) -> None:
+        from graphroute.core.llm import stage_llm
+
+        if _already_negative(state, ctx):
+            return
+        p = self.params
+        evidence = state.context_evidence
+        reason, info = negative_reason(state.question, evidence, p)
+        ctx.stats.update(info)
+        if reason is not None:
+            answer_not_found(state, ctx, reason)
+            return
+        llm = stage_llm(ctx.services, p.llm, p.llm_params)
+        if llm is None:
+            if p.fallback == "extractive":
+                ctx.stats["fallback"] = "extractive"
+                floor = {k: getattr(p, k) for k in NegativeFloor.model_fields}
+                Extractive(Extractive.Params(**floor)).run(state, ctx)
+                return
+            raise LLMNotConfiguredError(
+                "llm_synthesis needs an LLM: set GRAPHROUTE_LLM=openai (and GRAPHROUTE_LLM_PARAMS, "
+                "see docs/models.md), give the stage `llm: openai` with `llm_params`, set "
+                "`fallback: extractive`, or use the `extractive` synthesizer instead"
+            )
+        messages = build_messages(state.question, state.context, p.extra_instructions)
+        resp = llm.complete(messages, max_tokens=p.max_tokens, temperature=p.temperature)
+        ctx.add_tokens(prompt=resp.prompt_tokens, completion=resp.completion_tokens, cost_usd=resp.cost_usd)
+        ctx.stats["llm_cached"] = resp.cached
+        ctx.stats["model"] = getattr(getattr(llm, "params", None), "model", llm.name)
+        raw = resp.text.strip()
+        if not raw or is_model_not_found(raw):
+            answer_not_found(state, ctx, "model_not_found" if raw else "empty_reply")
+            return
+        from graphroute.plugins.denoisers.context import strip_internal_tags
+
+        answer, blocks, invalid = cited_blocks(strip_internal_tags(raw), len(evidence))
+        state.answer = answer
+        state.negative = False
+        state.citations = citations_for(evidence, blocks)
+        ctx.stats.update({"negative": False, "citations": len(state.citations), "invalid_citations": invalid})
+
+    async def arun(self, state: QueryState, ctx: StageContext) -> None:
+        """Network-bound: run in a worker thread so parallel branches keep going."""
+        await asyncio.to_thread(self.run, state, ctx)
+
+
 @hookimpl
 def register_synthesizers() -> list[type[Stage]]:
-    return [Extractive]
+    return [Extractive, LLMSynthesis]
 
 
 @hookimpl
