@@ -1,0 +1,252 @@
+"""The entity steps run by the real Indexer on the embedded store, with the real spaCy
+model and the packaged embedding model: group isolation, document removal, replay."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from graphroute.core.indexing import IndexContext, Indexer, IndexProfile
+from graphroute.core.models import EdgeType, Label
+from graphroute.core.registry import get_registry
+from graphroute.core.settings import Settings
+from graphroute.core.store import GraphStore
+from graphroute.plugins.graph_builders.entity_graph import EntityKnnStep
+from graphroute.plugins.stores.embedded import EmbeddedStore
+
+OPENIE = Path("/work/shared/datasets/musique/openie_gpt-3.5-turbo.json")
+
+ENTITY_STEPS: list[dict[str, Any]] = [
+    {"use": "entity_knn", "with": {"threshold": 0.6, "k": 5}},
+    {"use": "hub_entities"},
+    {"use": "communities"},
+]
+
+
+def profile(extractor: str, **extractor_params: Any) -> IndexProfile:
+    steps = [
+        {
+            "use": "entity_graph",
+            "with": {"extractor": extractor, "extractor_params": extractor_params},
+        }
+    ]
+    return IndexProfile.model_validate({"name": f"test_{extractor}", "steps": steps + ENTITY_STEPS})
+
+
+def write_docs(folder: Path, docs: dict[str, str]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in docs.items():
+        (folder / f"{name}.txt").write_text(text, encoding="utf-8")
+    return folder
+
+
+def index(
+    store: GraphStore, group: str, folder: Path, prof: IndexProfile, cache: Path, **kw: Any
+) -> dict[str, Any]:
+    ix = Indexer(
+        store, group, registry=get_registry(), settings=Settings(cache_dir=cache), profile=prof
+    )
+    report = ix.index_paths([folder], **kw).to_json()
+    assert not report["warnings"], report["warnings"]
+    return report
+
+
+GROUP_A = {
+    "curie": "Marie Curie was born in Warsaw in 1867. Marie Curie moved to Paris to study physics. "
+    "She won the Nobel Prize in Physics with Pierre Curie.",
+    "paris": "Paris is the capital of France. The Sorbonne is a university in Paris. Pierre Curie taught at the Sorbonne.",
+}
+GROUP_B = {
+    "seine": "The Seine flows through Paris before it reaches the English Channel. Paris has many bridges over the Seine.",
+    "eiffel": "Gustave Eiffel built the Eiffel Tower in Paris for the 1889 World's Fair.",
+    "zanzibar": "Zanzibar is an archipelago off the coast of Tanzania. Stone Town is the old city of Zanzibar.",
+}
+
+
+@pytest.fixture(scope="module")
+def two_groups(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[EmbeddedStore, dict[str, dict]]]:
+    root = tmp_path_factory.mktemp("ent_groups")
+    store = EmbeddedStore(str(root / "store"))
+    reports = {
+        "a": index(
+            store, "a", write_docs(root / "docs_a", GROUP_A), profile("spacy"), root / "cache"
+        ),
+        "b": index(
+            store, "b", write_docs(root / "docs_b", GROUP_B), profile("spacy"), root / "cache"
+        ),
+    }
+    yield store, reports
+    store.close()
+
+
+def test_entity_layer_is_built_and_reported(
+    two_groups: tuple[EmbeddedStore, dict[str, dict]],
+) -> None:
+    store, reports = two_groups
+    steps = reports["a"]["steps"]
+    counts = store.counts("a")
+    eg = steps["entity_graph"]
+    assert eg["entities"] == counts["nodes"]["Entity"] > 0
+    # nothing the builder produced was dropped by the store (no dangling endpoints)
+    assert counts["edges"]["MENTIONS"] == eg["chunk_mentions"] + eg["sentence_mentions"]
+    assert counts["edges"].get("CO_OCCURS", 0) == eg["co_occurs_edges"] > 0  # spaCy: no triples
+    assert counts["vectors"]["entity"] == eg["entities"]
+    assert counts["edges"].get("SEMANTICALLY_SIMILAR", 0) >= steps["entity_knn"]["knn_edges"]
+    assert counts["edges"]["HAS_HUB_ENTITY"] == steps["hub_entities"]["hub_edges"] > 0
+    com = steps["communities"]
+    assert counts["nodes"].get("Community", 0) == com["communities"] > 0
+    assert counts["vectors"]["community"] == com["communities"]
+    assert set(com["size_distribution"]) == {"min", "median", "max", "histogram"}
+    ents = {n.id: n for n in store.iter_nodes("a", Label.ENTITY)}
+    curie = ents["ent:marie curie"].props
+    assert (
+        curie["name"] == "Marie Curie" and curie["doc_count"] == 1 and curie["mention_count"] >= 2
+    )
+    assert all(isinstance(n.props.get("community"), int) for n in ents.values())
+    for c in store.iter_nodes("a", Label.COMMUNITY):
+        assert c.props["summary"] and c.props["title"] and c.props["size"] >= 2
+    # the sentence-level mentions point at sentences that really contain the name
+    sent_edges = [
+        e
+        for e in store.edges_of("a", ["ent:marie curie"], [EdgeType.MENTIONS], "in")
+        if e.props["level"] == "sentence"
+    ]
+    assert len(sent_edges) == 2
+    for s in store.get_nodes("a", [e.src for e in sent_edges]):
+        assert s.label == Label.SENTENCE and "marie curie" in s.props["text"].lower()
+    # graphroute stats shows what the steps reported
+    from graphroute.core.stats import group_stats
+
+    assert (
+        group_stats(store, "a")["index"]["steps"]["communities"]["communities"]
+        == com["communities"]
+    )
+
+
+def test_no_edge_crosses_groups(two_groups: tuple[EmbeddedStore, dict[str, dict]]) -> None:
+    store, _ = two_groups
+    ids = {g: {n.id for n in store.iter_nodes(g)} for g in ("a", "b")}
+    assert "ent:paris" in ids["a"] and "ent:paris" in ids["b"]  # same name, two groups
+    for g in ("a", "b"):
+        n_edges = 0
+        for e in store.iter_edges(g):
+            n_edges += 1
+            assert e.group == g
+            assert e.src in ids[g] and e.dst in ids[g], (g, e)
+        assert n_edges > 0
+        for e in store.iter_edges(g, [EdgeType.MENTIONS, EdgeType.CO_OCCURS, EdgeType.BELONGS_TO]):
+            assert e.src in ids[g] and e.dst in ids[g]
+    # entity statistics count only the group's own documents
+    pa = store.get_nodes("a", ["ent:paris"])[0].props
+    pb = store.get_nodes("b", ["ent:paris"])[0].props
+    assert pa["doc_count"] == 2 and pb["doc_count"] == 2
+    assert "ent:zanzibar" not in ids["a"] and "ent:marie curie" not in ids["b"]
+    # vectors of one group's entity space are only its own entities
+    vec_ids, _ = store.all_vectors("a", "entity")
+    assert set(vec_ids) <= ids["a"]
+
+
+def test_document_removal_removes_its_mentions_and_orphaned_entities(tmp_path: Path) -> None:
+    store = EmbeddedStore(str(tmp_path / "store"))
+    folder = write_docs(tmp_path / "docs", GROUP_B)
+    cache = tmp_path / "cache"
+    first = index(store, "g", folder, profile("spacy"), cache)
+    assert first["steps"]["entity_graph"]["extraction"]["extracted_chunks"] == 3
+    before = {n.id: n for n in store.iter_nodes("g", Label.ENTITY)}
+    assert {"ent:zanzibar", "ent:stone town", "ent:paris"} <= set(before)
+    doc = next(
+        d
+        for d in store.iter_nodes("g", Label.DOCUMENT)
+        if d.props["title"].lower().startswith("zanzibar")
+    )
+    doc_sentences = {n.id for n in store.iter_nodes("g", doc_id=doc.id)}
+
+    (folder / "zanzibar.txt").unlink()
+    second = index(store, "g", folder, profile("spacy"), cache, remove_missing=True)
+    assert second["removed"] == 1
+    after = {n.id: n for n in store.iter_nodes("g", Label.ENTITY)}
+    assert (
+        "ent:zanzibar" not in after
+        and "ent:stone town" not in after
+        and "ent:tanzania" not in after
+    )
+    assert "ent:paris" in after and "ent:seine" in after
+    assert not [e for e in store.iter_edges("g", [EdgeType.MENTIONS]) if e.src in doc_sentences]
+    assert not [e for e in store.iter_edges("g") if e.doc_id == doc.id]
+    # members of the removed document's communities are gone from every Community node
+    for c in store.iter_nodes("g", Label.COMMUNITY):
+        assert not {"ent:zanzibar", "ent:stone town"} & set(c.props["top_entity_ids"])
+    # the rebuild re-used the cached extractions of the unchanged documents
+    ex = second["steps"]["entity_graph"]["extraction"]
+    assert ex["cached_chunks"] == 2 and ex["extracted_chunks"] == 0
+    store.close()
+
+
+def test_steps_skip_work_when_nothing_changed(
+    two_groups: tuple[EmbeddedStore, dict[str, dict]], tmp_path: Path
+) -> None:
+    store, reports = two_groups
+    ix = Indexer(
+        store,
+        "a",
+        registry=get_registry(),
+        settings=Settings(cache_dir=tmp_path),
+        profile=profile("spacy"),
+    )
+    ctx = IndexContext(
+        store=store,
+        group="a",
+        registry=get_registry(),
+        embedder=ix.embedder(),
+        profile=ix.profile,
+        settings=ix.settings,
+    )
+    version = store.version("a")
+    out = EntityKnnStep(EntityKnnStep.Params(threshold=0.6, k=5)).run(ctx)
+    assert (
+        out["rebuilt"] is False
+        and out["knn_edges"] == reports["a"]["steps"]["entity_knn"]["knn_edges"]
+    )
+    assert store.version("a") == version
+    # a changed parameter is a rebuild even with no document change
+    out = EntityKnnStep(EntityKnnStep.Params(threshold=0.99, k=1)).run(ctx)
+    assert (
+        out["rebuilt"] is True
+        and out["knn_edges"] <= reports["a"]["steps"]["entity_knn"]["knn_edges"]
+    )
+
+
+@pytest.mark.skipif(not OPENIE.is_file(), reason="musique dataset not present")
+def test_replay_extractor_through_the_indexer(tmp_path: Path) -> None:
+    recorded = json.loads(OPENIE.read_text(encoding="utf-8"))["docs"][:4]
+    corpus = tmp_path / "corpus" / "musique_slice.json"
+    corpus.parent.mkdir()
+    corpus.write_text(
+        json.dumps([{"title": d["title"], "text": d["text"]} for d in recorded]), encoding="utf-8"
+    )
+    store = EmbeddedStore(str(tmp_path / "store"))
+    report = index(
+        store, "m", corpus.parent, profile("replay", path=str(OPENIE)), tmp_path / "cache"
+    )
+    eg = report["steps"]["entity_graph"]
+    assert eg["extraction"]["replay_hits"] == 4 and eg["extraction"].get("replay_misses", 0) == 0
+    from graphroute.core.entities import entity_id
+
+    ids = {n.id for n in store.iter_nodes("m", Label.ENTITY)}
+    for d in recorded:
+        assert {entity_id(e) for e in d["extracted_entities"]} <= ids
+    rel = {(e.src, e.dst): e.props for e in store.iter_edges("m", [EdgeType.RELATION])}
+    s, r, o = recorded[0]["extracted_triples"][0]
+    assert rel[(entity_id(s), entity_id(o))]["relation"] == r
+    assert eg["triples"] == sum(
+        1
+        for d in recorded
+        for t in d["extracted_triples"]
+        if len(t) == 3 and entity_id(t[0]) != entity_id(t[2])
+    )
+    store.close()
