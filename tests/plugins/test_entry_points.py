@@ -1,0 +1,83 @@
+"""Entry-point discovery of the example third-party plugin (examples/graphroute-example-plugin,
+pip-installed by `make install`), and the duplicate-name rule between plugins."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+from graphroute.core import PluginError, Stage, StageKind, hookimpl
+from graphroute.core.config import load_route
+from graphroute.core.registry import build_registry
+
+GRAPHROUTE = str(Path(sys.executable).parent / "graphroute")
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([GRAPHROUTE, *args], capture_output=True, text=True, timeout=120)
+
+
+def test_plugins_json_lists_the_example_plugin() -> None:
+    r = cli("plugins", "--json")
+    assert r.returncode == 0, r.stderr
+    plugins = {p["name"]: p for p in json.loads(r.stdout)["plugins"]}
+    example = plugins["example"]
+    assert example["builtin"] is False
+    assert example["distribution"].startswith("graphroute-example-plugin ")
+    assert example["contributes"] == {"denoiser": ["min_length"]}
+
+
+def write_route(tmp_path: Path, min_chars: object) -> Path:
+    route = tmp_path / "with_min_length.yaml"
+    route.write_text(
+        "name: with_min_length\nextends: route1s_sentence\nstages:\n"
+        f"  - use: min_length\n    id: short\n    after: vector_anchors\n    with: {{min_chars: {min_chars}}}\n",
+        encoding="utf-8",
+    )
+    return route
+
+
+def test_a_route_using_min_length_loads_and_validates(tmp_path: Path) -> None:
+    registry = build_registry()  # built-ins + entry points, as the CLI builds it
+    assert registry.stages.entries["min_length"].plugin == "example"
+    resolved = load_route(str(write_route(tmp_path, 25)), registry, environ={})
+    ids = [s.spec.key for s in resolved.stages()]
+    assert ids[:2] == ["vector_anchors", "short"]
+    short = next(s for s in resolved.stages() if s.spec.key == "short")
+    assert short.cls.name == "min_length" and short.params.min_chars == 25
+
+    r = cli("routes", "show", str(write_route(tmp_path, 25)))
+    assert r.returncode == 0, r.stderr
+    assert "use: min_length" in r.stdout and "min_chars: 25" in r.stdout
+
+    r = cli("routes", "show", str(write_route(tmp_path, -5)))
+    assert r.returncode == 2
+    assert "stage 'short'" in r.stderr and "min_chars" in r.stderr and "Traceback" not in r.stderr
+
+
+class DuplicateMinLength(Stage):
+    """Another plugin's stage that takes the example plugin's name."""
+
+    name = "min_length"
+    kind = StageKind.DENOISER
+
+    def run(self, state, ctx):  # type: ignore[no-untyped-def]
+        pass
+
+
+def test_duplicate_stage_name_names_both_plugins() -> None:
+    other = types.ModuleType("acme_graphroute_plugin")
+
+    @hookimpl
+    def register_denoisers() -> list[type[Stage]]:
+        return [DuplicateMinLength]
+
+    other.register_denoisers = register_denoisers  # type: ignore[attr-defined]
+    with pytest.raises(PluginError) as err:
+        build_registry(extra_plugins=[other])
+    message = str(err.value)
+    assert "min_length" in message and "'example'" in message and "'acme_graphroute_plugin'" in message
