@@ -32,6 +32,7 @@ def test_names_are_validated(tmp_path: Path) -> None:
         with pytest.raises(ScaffoldError):
             PluginNames.parse(bad)
     target, _, _ = new_plugin("twice", tmp_path)
+    assert (target / "pyproject.toml").is_file()
     with pytest.raises(ScaffoldError, match="already exists"):
         new_plugin("twice", tmp_path)
     r = run(GRAPHROUTE, "new-plugin", "Bad Name", "--dir", str(tmp_path))
