@@ -38,7 +38,13 @@ typecheck: install
 unit: install
 	$(VENV)/bin/pytest -q
 
-test: lint typecheck unit
+# Reference pages are generated from the code (and committed): --check rewrites stale ones and
+# fails, then a strict build fails on any broken link or anchor.
+docs: install
+	$(PY) -m graphroute.core.docgen --check
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet -f docs/mkdocs.yml
+
+test: lint typecheck docs unit
 
 clean:
 	rm -rf $(VENV) .typecheck build *.egg-info .pytest_cache .mypy_cache .ruff_cache
