@@ -170,9 +170,15 @@ def query(
     out.print(f"[bold]Q:[/] {question}", highlight=False)
     out.print(f"[bold]A:[/] {result.answer}", highlight=False)
     for c in result.citations:
-        where = c.document + (f" > {c.section_path}" if c.section_path and c.section_path != c.document else "")
-        out.print(f"  [{c.index}] {where}", highlight=False, markup=False)
+        out.print(f"  [{c.index}] {_where(c.document, c.section_path)}", highlight=False, markup=False)
     out.print(f"[dim]{result.route} · {result.duration_ms:.0f} ms · {len(result.evidence)} evidence[/]")
+
+
+def _where(document: str, section_path: str) -> str:
+    """Citation location for humans; section paths already start with the document title."""
+    if not section_path or section_path == document:
+        return document
+    return section_path if section_path.startswith(document) else f"{document} > {section_path}"
 
 
 # --------------------------------------------------------------------------- index / stats
@@ -272,7 +278,7 @@ def demo(
         out.print(f"[bold]Q:[/] {q}", highlight=False)
         out.print(f"[bold]A:[/] {result.answer}", highlight=False)
         for c in result.citations:
-            out.print(f"  [{c.index}] {c.document} > {c.section_path}", highlight=False, markup=False)
+            out.print(f"  [{c.index}] {_where(c.document, c.section_path)}", highlight=False, markup=False)
         out.print(f"[dim]{result.route} · {result.duration_ms:.0f} ms[/]")
 
 
