@@ -39,10 +39,11 @@ unit: install
 	$(VENV)/bin/pytest -q
 
 # Reference pages are generated from the code (and committed): --check rewrites stale ones and
-# fails, then a strict build fails on any broken link or anchor.
+# fails, then a strict build fails on any broken link or anchor (never add --quiet: it hides the
+# warnings --strict counts).
 docs: install
 	$(PY) -m graphroute.core.docgen --check
-	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet -f docs/mkdocs.yml
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict -f docs/mkdocs.yml
 
 test: lint typecheck docs unit
 

@@ -1,0 +1,121 @@
+"""The docs site: generated reference pages are current and complete, and the strict build
+fails on a broken link."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from graphroute.core import docgen
+from graphroute.core.config import builtin_routes_dir
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs"
+REFERENCE = ROOT / docgen.DEFAULT_OUT
+MKDOCS = str(Path(sys.executable).parent / "mkdocs")
+
+
+@pytest.fixture(scope="module")
+def pages() -> dict[str, str]:
+    return docgen.render_all()
+
+
+def test_generated_pages_are_up_to_date(pages: dict[str, str]) -> None:
+    stale = docgen.stale_pages(REFERENCE, pages)
+    assert not stale, (
+        f"stale generated docs: {stale}; regenerate with `.venv/bin/python -m graphroute.core.docgen` "
+        "(or `make docs`) and commit docs/pages/reference"
+    )
+
+
+def test_generation_is_deterministic(pages: dict[str, str]) -> None:
+    assert docgen.render_all() == pages
+
+
+def test_stale_pages_are_detected_and_rewritten(pages: dict[str, str], tmp_path: Path) -> None:
+    out = tmp_path / "reference"
+    assert docgen.write_pages(out, pages) == sorted(pages)
+    assert docgen.stale_pages(out, pages) == []
+    (out / "stages.md").write_text("old", encoding="utf-8")
+    (out / "routes" / "removed_route.md").write_text("gone", encoding="utf-8")
+    assert docgen.main(["--out", str(out), "--check"]) == 1
+    assert docgen.stale_pages(out, pages) == []
+    assert not (out / "routes" / "removed_route.md").exists()
+    assert docgen.main(["--out", str(out), "--check"]) == 0
+
+
+def test_every_stage_and_component_is_catalogued(pages: dict[str, str]) -> None:
+    registry = docgen.docs_registry()
+    for name, entry in registry.stages.entries.items():
+        assert f"\n### {name}\n\n{entry.cls.describe()}\n" in pages["stages.md"]
+        for param, field in entry.cls.Params.model_fields.items():
+            assert f"| `{param}` |" in pages["stages.md"], (name, param)
+            assert field.description, f"stage {name}: parameter {param} has no description"
+    for family in (registry.loaders, registry.embedders, registry.index_steps, registry.stores):
+        for name in family.names():
+            assert f"\n### {name}\n" in pages["components.md"]
+
+
+def test_every_shipped_route_has_a_page_with_a_diagram(pages: dict[str, str]) -> None:
+    for path in builtin_routes_dir().glob("*.yaml"):
+        page = pages[f"routes/{path.stem}.md"]
+        assert "```mermaid\nflowchart TD" in page
+        assert f"[`{path.stem}`]({path.stem}.md)" in pages["routes/index.md"]
+        route = docgen.load_route(str(path), docgen.docs_registry(), environ={})
+        for rs in route.stages():
+            assert f"| `{rs.spec.key}` |" in page
+            label = rs.spec.key if rs.spec.key == rs.cls.name else f"{rs.spec.key} ({rs.cls.name})"
+            assert f'["{label}<br/>' in page
+
+
+def test_every_config_field_is_documented(pages: dict[str, str]) -> None:
+    for model in docgen.MODELS_DOCUMENTED:
+        for name, field in model.model_fields.items():
+            if field.exclude:
+                continue
+            key = field.alias or name
+            assert field.description or (model, key) in docgen.FIELD_NOTES, f"{model.__name__}.{key} is undocumented"
+            assert f"| `{key}` |" in pages["route-config.md"]
+
+
+def test_every_hook_is_in_the_hook_reference(pages: dict[str, str]) -> None:
+    from graphroute.core import hookspecs
+
+    names = [n for n in dir(hookspecs) if n.startswith("register_")]
+    assert names
+    for name in names:
+        assert f"## {name}\n" in pages["hooks.md"]
+
+
+def copy_docs(tmp_path: Path) -> Path:
+    target = tmp_path / "docs"
+    shutil.copytree(DOCS, target, ignore=shutil.ignore_patterns("site", "__pycache__"))
+    return target
+
+
+def build(config: Path, site: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    return subprocess.run(
+        [MKDOCS, "build", "--strict", "-f", str(config), "--site-dir", str(site)],
+        capture_output=True, text=True, cwd=ROOT, env=env, timeout=300,
+    )
+
+
+def test_strict_build_passes_and_fails_on_a_broken_link(tmp_path: Path) -> None:
+    docs = copy_docs(tmp_path)
+    ok = build(docs / "mkdocs.yml", tmp_path / "site-ok")
+    assert ok.returncode == 0, ok.stderr
+    assert (tmp_path / "site-ok" / "reference" / "stages" / "index.html").is_file()
+    assert (tmp_path / "site-ok" / "models" / "index.html").is_file()  # served by hooks.py
+    plugin_page = (tmp_path / "site-ok" / "plugin-authors" / "index.html").read_text(encoding="utf-8")
+    assert "min_length" in plugin_page  # the example plugin's code is included, not copied
+
+    page = docs / "pages" / "concepts.md"
+    page.write_text(page.read_text(encoding="utf-8") + "\nSee [nowhere](no-such-page.md).\n", encoding="utf-8")
+    broken = build(docs / "mkdocs.yml", tmp_path / "site-broken")
+    assert broken.returncode != 0
+    assert "no-such-page.md" in broken.stderr + broken.stdout
