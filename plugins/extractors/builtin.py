@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 from collections import Counter
 from collections.abc import Sequence
@@ -202,7 +203,7 @@ _replay_cache: dict[tuple[str, float], tuple[dict[str, Extraction], int]] = {}
 def load_replay(path: str | Path) -> tuple[dict[str, Extraction], int]:
     """Index a recorded OpenIE file by content hash; returns (hash -> Extraction, number of
     malformed triples skipped). Cached per process and file modification time."""
-    p = Path(path).expanduser()
+    p = Path(os.path.expandvars(str(path))).expanduser()
     if not p.is_file():
         raise FileNotFoundError(f"replay file not found: {p}")
     key = (str(p.resolve()), p.stat().st_mtime)

@@ -252,7 +252,7 @@ def knn_pairs(
         return []
     m = np.asarray(matrix, dtype=np.float32)
     norms = np.linalg.norm(m, axis=1, keepdims=True)
-    m = m / np.where(norms == 0, 1.0, norms)
+    m = (m / np.where(norms == 0, 1.0, norms)).astype(np.float32)
     kk = min(k, n - 1)
     best: dict[tuple[int, int], float] = {}
     for start in range(0, n, block):
@@ -815,8 +815,8 @@ class HubEntitiesStep(IndexStep):
         for e in store.iter_edges(group, [EdgeType.IN_SECTION]):
             if e.dst in sections:
                 chunk_section[e.src] = e.dst
-        section_counts: dict[str, Counter[str]] = defaultdict(Counter)
-        global_counts: Counter[str] = Counter()
+        section_counts: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+        global_counts: dict[str, float] = defaultdict(float)
         for e in store.iter_edges(group, [EdgeType.MENTIONS]):
             if e.props.get("level") != "chunk":
                 continue
@@ -831,15 +831,15 @@ class HubEntitiesStep(IndexStep):
         store.delete_derived(group, edge_types=[EdgeType.HAS_HUB_ENTITY, EdgeType.SHARES_ENTITY])
         edges: list[Edge] = []
         for sec, ents in sorted(hubs.items()):
-            for rank, e in enumerate(ents):
+            for rank, ent in enumerate(ents):
                 edges.append(
                     Edge(
                         src=sec,
-                        dst=e,
+                        dst=ent,
                         type=EdgeType.HAS_HUB_ENTITY,
                         group=group,
                         doc_id=section_doc.get(sec),
-                        props={"rank": rank + 1, "mentions": section_counts[sec][e]},
+                        props={"rank": rank + 1, "mentions": section_counts[sec][ent]},
                     )
                 )
         for a, b, ents in pairs:
@@ -986,8 +986,8 @@ class CommunitiesStep(IndexStep):
                 Edge(src=e, dst=f"{COMMUNITY_ID_PREFIX}{c}", type=EdgeType.BELONGS_TO, group=group)
                 for e in ms
             )
-        texts = [f"{n.props['title']}. {n.props['summary']}" for n in comm_nodes]
-        vecs = _embed(ctx, texts, "embed community summaries")
+        summary_texts = [f"{n.props['title']}. {n.props['summary']}" for n in comm_nodes]
+        vecs = _embed(ctx, summary_texts, "embed community summaries")
         store.write(
             group,
             nodes=[*entities.values(), *comm_nodes],
@@ -1064,7 +1064,7 @@ class CommunitiesStep(IndexStep):
         limit: int = 5,
     ) -> list[tuple[str, float]]:
         """Sentences scored by the summed degree of the top entities they mention."""
-        score: Counter[str] = Counter()
+        score: dict[str, float] = defaultdict(float)
         for e in top:
             for s in sentence_mentions.get(e, []):
                 score[s] += 1.0 + degree.get(e, 0.0)
