@@ -19,6 +19,9 @@ import re
 import string
 from collections import Counter
 from collections.abc import Hashable, Iterable, Sequence
+from typing import TypeVar
+
+H = TypeVar("H", bound=Hashable)
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 _PUNCT = set(string.punctuation)
@@ -77,10 +80,10 @@ def contains_answer(context: str, golds: Iterable[str]) -> bool:
 # --------------------------------------------------------------------------- rankings
 
 
-def dedupe(items: Iterable[Hashable]) -> list[Hashable]:
+def dedupe(items: Iterable[H]) -> list[H]:
     """Keep the first occurrence of each item, in order (a ranking of passages)."""
-    seen: set[Hashable] = set()
-    out: list[Hashable] = []
+    seen: set[H] = set()
+    out: list[H] = []
     for item in items:
         if item not in seen:
             seen.add(item)

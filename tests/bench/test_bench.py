@@ -1,0 +1,123 @@
+"""The bench runner end to end on a tiny real index: caching, recall, determinism, A/B."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from graphroute.core.bench import BenchRunner, Variant, VerdictRule, aggregate, bench_json, compare
+from graphroute.core.config import Overrides
+from graphroute.core.datasets import Dataset
+from graphroute.core.metrics import recall_at_k
+
+from .conftest import make_runner
+
+
+def test_second_prepare_skips_indexing(runner: BenchRunner, bench_files: dict[str, Path], dataset: Dataset) -> None:
+    first = runner.prepare()
+    again = make_runner(bench_files, dataset)
+    try:
+        info = again.prepare()
+        assert info.cached
+        assert info.group == first.group and info.group.startswith("bench-")
+        assert info.documents == len(dataset.corpus)
+    finally:
+        again.close()
+
+
+def test_every_store_document_maps_to_its_corpus_passage(runner: BenchRunner, dataset: Dataset) -> None:
+    dmap = runner.doc_map()
+    assert sorted(dmap.values()) == list(range(len(dataset.corpus)))
+    titles = {n.id: n.props["title"] for n in runner.engine.store.iter_nodes(runner.group, "Document")}
+    for doc_id, idx in dmap.items():
+        assert titles[doc_id] == dataset.corpus[idx].title
+
+
+def test_bm25_ranks_gold_passages_and_recall_follows_the_ranking(runner: BenchRunner, dataset: Dataset) -> None:
+    run = runner.run_variant(Variant("bm25", "bm25"), progress=False)
+    by_id = {r["id"]: r for r in run.per_question}
+    # "symbol Hg" appears only in the element passage (index 3), not the planet of the same title
+    assert by_id["hg"]["ranked"][0] == 3
+    assert by_id["hg"]["signal_rank"] == 1
+    for q in dataset.questions:
+        rec = by_id[q.id]
+        assert rec["recall@2"] == recall_at_k(rec["ranked"], q.gold, 2)
+        assert len(set(rec["ranked"])) == len(rec["ranked"])
+    assert run.metrics["questions"] == len(dataset.questions)
+    assert run.metrics["recall@10"] >= run.metrics["recall@5"] >= run.metrics["recall@2"] > 0
+    assert run.metrics["negative_pass"] is None  # no unanswerable question in this bank
+    assert run.metrics["latency_ms_p95"] >= run.metrics["latency_ms_p50"] > 0
+    assert run.metrics["context_tokens_mean"] > 0
+
+
+def test_two_runs_give_the_same_retrieval_metrics(runner: BenchRunner) -> None:
+    keys = ("recall@2", "recall@5", "recall@10", "signal_rank", "containment", "em", "f1", "context_tokens_mean")
+    for route in ("bm25", "dense"):
+        a = runner.run_variant(Variant(route, route), progress=False)
+        b = runner.run_variant(Variant(route, route), progress=False)
+        assert {k: a.metrics[k] for k in keys} == {k: b.metrics[k] for k in keys}
+        assert [r["ranked"] for r in a.per_question] == [r["ranked"] for r in b.per_question]
+
+
+def test_bench_json_shape(runner: BenchRunner) -> None:
+    runs = [runner.run_variant(Variant(r, r), progress=False) for r in ("bm25", "dense")]
+    data = bench_json(runner, runs)
+    assert set(data["routes"]) == {"bm25", "dense"}
+    for m in data["routes"].values():
+        for key in ("questions", "recall@2", "recall@5", "recall@10", "signal_rank", "containment", "em", "f1",
+                    "negative_pass", "context_tokens_mean", "latency_ms_p50", "latency_ms_p95", "index_seconds"):
+            assert key in m
+    assert data["dataset"]["passages"] == 8 and data["dataset"]["group"] == runner.group
+    assert len(data["per_question"]) == 2 * 4
+
+
+def test_overrides_change_what_is_measured(runner: BenchRunner) -> None:
+    top1 = Overrides({("bm25", "top_k"): 1}, {})
+    run = runner.run_variant(Variant("bm25-top1", "bm25", top1), progress=False)
+    assert all(len(r["ranked"]) <= 1 for r in run.per_question)
+    # with one passage per question, recall cannot grow with k
+    assert run.metrics["recall@10"] == run.metrics["recall@5"] == run.metrics["recall@2"]
+
+
+def test_ab_compare_counts_wins_and_decides(runner: BenchRunner) -> None:
+    a = runner.run_variant(Variant("A", "bm25"), progress=False)
+    b = runner.run_variant(Variant("B", "bm25", Overrides({("bm25", "top_k"): 1}, {})), progress=False)
+    cmp = compare(a, b)
+    wlt = cmp["per_question"]["recall@5"]
+    assert wlt["wins"] + wlt["losses"] + wlt["ties"] == 4
+    assert wlt["wins"] == 0  # one passage cannot beat ten on recall@5
+    assert cmp["deltas"]["recall@5"] == pytest.approx(b.metrics["recall@5"] - a.metrics["recall@5"], abs=1e-4)
+    assert cmp["verdict"] in ("KEEP", "REVERT") and "KEEP when" in cmp["rule"]
+    same = compare(a, runner.run_variant(Variant("A2", "bm25"), progress=False))
+    assert same["verdict"] == "REVERT" and "no gain" in same["reasons"][-1]
+
+
+def test_aggregate_ignores_questions_without_gold_for_recall() -> None:
+    recs = [
+        {"id": "1", "gold": [1], "ranked": [1], "recall@2": 1.0, "recall@5": 1.0, "recall@10": 1.0, "signal_rank": 1,
+         "containment": True, "em": 1.0, "f1": 1.0, "negative": False, "answerable": True, "context_tokens": 10,
+         "chunks": 1, "latency_ms": 5.0},
+        {"id": "2", "gold": [], "ranked": [], "recall@2": None, "recall@5": None, "recall@10": None,
+         "signal_rank": None, "containment": None, "em": None, "f1": None, "negative": True, "answerable": False,
+         "context_tokens": 0, "chunks": 0, "latency_ms": 15.0},
+    ]
+    m = aggregate(recs)
+    assert m["recall@5"] == 1.0 and m["signal_rank1"] == 1.0
+    assert m["negative_pass"] == 1.0 and m["false_negative"] == 0.0
+    assert m["latency_ms_p50"] == 10.0 and m["containment"] == 1.0
+
+
+@pytest.mark.parametrize("before, after, verdict", [
+    # reference route2 §7, as (f1, tokens, containment): #1 kept, #2 kept, #3 reverted, #5 reverted
+    ((0.261, 12651, 1.0), (0.259, 10031, 1.0), "KEEP"),
+    ((0.252, 8101, 1.0), (0.261, 7025, 1.0), "KEEP"),
+    ((0.261, 7025, 1.0), (0.232, 8000, 0.9), "REVERT"),
+    ((0.260, 5964, 1.0), (0.250, 7322, 1.0), "REVERT"),
+])
+def test_verdict_rule_reads_the_reference_experiment_the_same_way(
+    before: tuple[float, float, float], after: tuple[float, float, float], verdict: str
+) -> None:
+    def m(f1: float, tokens: float, cont: float) -> dict[str, float]:
+        return {"f1": f1, "context_tokens_mean": tokens, "containment": cont, "recall@5": 0.5, "negative_pass": 1.0}
+
+    assert VerdictRule().decide(m(*before), m(*after))[0] == verdict

@@ -1,0 +1,111 @@
+"""The bench, ab and ablate commands through the real CLI on the tiny bench index."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from graphroute.core import bench_cli
+from graphroute.core.cli import app
+from typer.testing import CliRunner
+
+ABLATION_ROUTE = """\
+name: bench_ablation_test
+stages:
+  - use: bm25
+    with: {top_k: 6}
+  - use: md5_dedup
+  - use: keyword_overlap
+  - use: vector_fallback
+    enabled: false
+  - use: token_budget
+  - use: extractive
+"""
+
+
+@pytest.fixture(scope="module")
+def cli() -> CliRunner:
+    if "bench" not in {c.name for c in app.registered_commands}:
+        bench_cli.register(app)
+    return CliRunner()
+
+
+@pytest.fixture
+def env(bench_files: dict[str, Path], runner: object, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[str]:
+    routes = tmp_path / "routes"
+    routes.mkdir()
+    (routes / "bench_ablation_test.yaml").write_text(ABLATION_ROUTE, encoding="utf-8")
+    monkeypatch.setenv("GRAPHROUTE_ROUTES", str(routes))
+    monkeypatch.setenv("GRAPHROUTE_CACHE", str(bench_files["cache"]))
+    monkeypatch.setenv("GRAPHROUTE_PROGRESS", "0")
+    return ["--questions", str(bench_files["questions"]), "--corpus", str(bench_files["corpus"]),
+            "--store", str(bench_files["store"]), "--profile", str(bench_files["profile"])]
+
+
+def test_bench_json_and_out_folder(cli: CliRunner, env: list[str], tmp_path: Path) -> None:
+    out = tmp_path / "report"
+    res = cli.invoke(app, ["bench", *env, "--route", "bm25", "--route", "dense", "--json", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert set(data["routes"]) == {"bm25", "dense"}
+    assert data["dataset"]["index_cached"] is True  # the session fixture indexed it already
+    assert json.loads((out / "bench.json").read_text())["routes"] == data["routes"]
+    md = (out / "report.md").read_text()
+    assert "| bm25 |" in md and "## Per question: dense" in md
+    for png in ("recall.png", "latency.png"):
+        assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_bench_set_applies_where_the_stage_exists(cli: CliRunner, env: list[str]) -> None:
+    res = cli.invoke(app, ["bench", *env, "-r", "bm25", "-r", "dense", "--set", "bm25.top_k=1", "--json", "--limit", "2"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert all(len(r["ranked"]) <= 1 for r in data["per_question"] if r["route"] == "bm25")
+    assert any(len(r["ranked"]) > 1 for r in data["per_question"] if r["route"] == "dense")
+    bad = cli.invoke(app, ["bench", *env, "-r", "bm25", "--disable", "no_such_stage"])
+    assert bad.exit_code != 0
+
+
+def test_ab_one_route_with_b_overrides(cli: CliRunner, env: list[str]) -> None:
+    res = cli.invoke(app, ["ab", *env, "--route", "bm25", "--b-set", "bm25.top_k=1", "--json"])
+    assert res.exit_code == 0, res.output
+    cmp = json.loads(res.stdout)
+    assert cmp["b"]["set"] == {"bm25.top_k": 1}
+    assert cmp["per_question"]["recall@5"]["wins"] == 0
+    assert cmp["verdict"] in ("KEEP", "REVERT") and cmp["rule"].startswith("KEEP when")
+    text = cli.invoke(app, ["ab", *env, "--route", "bm25", "--route", "dense", "--limit", "2"])
+    assert text.exit_code == 0, text.output
+    assert "verdict:" in text.stdout and "wins" in text.stdout
+
+
+def test_ablate_is_sequential_and_reverted_stages_stay_off(cli: CliRunner, env: list[str], tmp_path: Path) -> None:
+    res = cli.invoke(app, ["ablate", "--route", "bench_ablation_test", *env, "--json", "--out", str(tmp_path / "abl")])
+    assert res.exit_code == 0, res.output
+    result = json.loads(res.stdout)
+    assert result["toggleable"] == ["md5_dedup", "keyword_overlap", "vector_fallback", "token_budget"]
+    assert result["required"] == ["token_budget"]  # the synthesizer needs its context
+    steps = result["steps"]
+    assert [s["stage"] for s in steps] == [None, "md5_dedup", "keyword_overlap", "vector_fallback"]
+    assert steps[0]["enabled"] == []
+    kept: list[str] = []
+    for s in steps[1:]:
+        assert s["enabled"] == sorted([*kept, s["stage"]])  # earlier REVERTs are off
+        if s["verdict"] == "KEEP":
+            kept.append(s["stage"])
+    assert result["kept"] == kept
+    assert (tmp_path / "abl" / "ablate.md").read_text().count("| ") > 5
+
+
+def test_unanswerable_question_counts_for_negative_pass(cli: CliRunner, env: list[str], tmp_path: Path) -> None:
+    bank = tmp_path / "neg.jsonl"
+    bank.write_text(json.dumps({"id": "n1", "question": "zzqx wvvy", "answerable": False}) + "\n", encoding="utf-8")
+    args = list(env)
+    args[1] = str(bank)
+    res = cli.invoke(app, ["bench", *args, "-r", "bm25", "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    rec = data["per_question"][0]
+    # no query term is in the corpus: bm25 finds nothing and the route answers "not found"
+    assert rec["negative"] is True
+    assert data["routes"]["bm25"]["negative_pass"] == 1.0
