@@ -154,6 +154,13 @@ class BenchRunner:
             tmp.replace(path)
         return path.resolve()
 
+    def profile_fingerprint(self) -> str:
+        """Hash of the resolved index profile: an edited profile re-runs the (incremental)
+        indexer instead of benchmarking a stale index."""
+        from .indexing import load_index_profile
+
+        return content_hash(load_index_profile(self.profile).model_dump_json(by_alias=True))
+
     def prepare(self, force: bool = False) -> IndexInfo:
         """Index the corpus unless the group already holds it (same hash and profile)."""
         if self.index_info is not None and not force:
@@ -162,6 +169,7 @@ class BenchRunner:
         store = gr.store
         path = self.corpus_file()
         profile = self.profile or "default"
+        fingerprint = self.profile_fingerprint()
         meta = store.get_meta(self.group, BENCH_META)
         has_nodes = bool(store.counts(self.group).get("nodes"))
         if (
@@ -169,6 +177,7 @@ class BenchRunner:
             and isinstance(meta, dict)
             and meta.get("hash") == self.dataset.corpus_hash
             and meta.get("profile") == profile
+            and meta.get("profile_fingerprint", fingerprint) == fingerprint
             and has_nodes
         ):
             info = IndexInfo(self.group, float(meta.get("seconds", 0.0)), True, profile,
@@ -183,7 +192,7 @@ class BenchRunner:
             documents = int(data.get("documents", 0))
             store.set_meta(self.group, BENCH_META, {
                 "hash": self.dataset.corpus_hash, "profile": profile, "passages": len(self.dataset.corpus),
-                "seconds": round(seconds, 3), "documents": documents,
+                "seconds": round(seconds, 3), "documents": documents, "profile_fingerprint": fingerprint,
             })
             info = IndexInfo(self.group, seconds, False, profile, documents, str(path))
         self.index_info = info

@@ -121,3 +121,14 @@ def test_verdict_rule_reads_the_reference_experiment_the_same_way(
         return {"f1": f1, "context_tokens_mean": tokens, "containment": cont, "recall@5": 0.5, "negative_pass": 1.0}
 
     assert VerdictRule().decide(m(*before), m(*after))[0] == verdict
+
+
+def test_profile_fingerprint_tracks_the_profile_content(bench_files: dict[str, Path], dataset: Dataset,
+                                                        tmp_path: Path) -> None:
+    edited = tmp_path / "profile.yaml"
+    edited.write_text(bench_files["profile"].read_text().replace("0.90", "0.85"), encoding="utf-8")
+    a = make_runner(bench_files, dataset)
+    b = make_runner(bench_files, dataset)
+    b.profile = str(edited)
+    assert a.profile_fingerprint() == make_runner(bench_files, dataset).profile_fingerprint()
+    assert a.profile_fingerprint() != b.profile_fingerprint()
