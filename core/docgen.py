@@ -45,7 +45,7 @@ from .config import (
     load_route,
 )
 from .indexing import ComponentSpec, IndexProfile, ParseSettings, builtin_index_profiles_dir
-from .registry import Entry, Registry, build_registry, skipped_builtins
+from .registry import Entry, Family, Registry, build_registry, skipped_builtins
 from .stage import Stage, StageKind
 
 DEFAULT_OUT = Path("docs/pages/reference")
@@ -239,7 +239,7 @@ def stage_section(entry: Entry[Stage]) -> str:
 
 
 def components_page(registry: Registry) -> str:
-    families = [
+    families: list[tuple[str, Family[Any], str]] = [
         ("Loaders", registry.loaders, "Read files into documents; picked by file extension."),
         ("Segmenters", registry.segmenters, "Split paragraphs into sentences (`segmenter:` of an index profile)."),
         ("Embedders", registry.embedders, "Turn text into vectors (`embedder:` of an index profile)."),
