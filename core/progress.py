@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterable, Iterator
+import threading
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
 
@@ -32,18 +33,52 @@ def enabled() -> bool:
     return os.environ.get("GRAPHROUTE_PROGRESS", "1") not in ("0", "false", "no") and sys.stderr is not None
 
 
+ProgressListener = Callable[[str, float, float | None], None]
+_listeners = threading.local()
+
+
+@contextmanager
+def listen(callback: ProgressListener) -> Iterator[None]:
+    """Report every bar opened by *this thread* to ``callback(description, completed, total)``,
+    whether or not bars are displayed: how the HTTP server's index jobs report progress."""
+    previous = getattr(_listeners, "callback", None)
+    _listeners.callback = callback
+    try:
+        yield
+    finally:
+        _listeners.callback = previous
+
+
 class Bar:
     """A handle to advance one task of a progress display."""
 
-    def __init__(self, progress: Progress | None, task: TaskID | None) -> None:
+    def __init__(
+        self, progress: Progress | None, task: TaskID | None, description: str = "", total: float | None = None
+    ) -> None:
         self._progress = progress
         self._task = task
+        self._description = description
+        self._total = total
+        self._completed = 0.0
+        self._listener: ProgressListener | None = getattr(_listeners, "callback", None)
+        self._notify()
+
+    def _notify(self) -> None:
+        if self._listener is not None:
+            self._listener(self._description, self._completed, self._total)
 
     def advance(self, n: float = 1) -> None:
+        self._completed += n
+        self._notify()
         if self._progress is not None and self._task is not None:
             self._progress.advance(self._task, n)
 
     def update(self, *, total: float | None = None, description: str | None = None) -> None:
+        if total is not None:
+            self._total = total
+        if description is not None:
+            self._description = description
+        self._notify()
         if self._progress is not None and self._task is not None:
             self._progress.update(self._task, total=total, description=description)
 
@@ -52,7 +87,7 @@ class Bar:
 def bar(description: str, total: float | None) -> Iterator[Bar]:
     """``with bar("embed sentences", n) as b: ... b.advance(k)``."""
     if not enabled():
-        yield Bar(None, None)
+        yield Bar(None, None, description, total)
         return
     progress = Progress(
         TextColumn("[bold]{task.description}"),
@@ -65,7 +100,7 @@ def bar(description: str, total: float | None) -> Iterator[Bar]:
     )
     with progress:
         task = progress.add_task(description, total=total)
-        yield Bar(progress, task)
+        yield Bar(progress, task, description, total)
 
 
 def track(items: Iterable[T], description: str, total: int | None = None) -> Iterator[T]:
