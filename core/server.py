@@ -196,7 +196,11 @@ class JobInfo(BaseModel):
     created: float = Field(description="unix time")
     started: float | None = None
     finished: float | None = None
-    progress: dict[str, Any] = Field(default_factory=dict, description="phase and counts")
+    progress: dict[str, Any] = Field(
+        default_factory=dict,
+        description="`phase` (queued, writing uploads, indexing, done, failed), `inputs`, and the current "
+        "indexing `step` with `completed` / `total` items",
+    )
     report: dict[str, Any] | None = Field(None, description="the index report (`graphroute index --json`)")
     error: str | None = None
 
@@ -484,7 +488,7 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
     from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
     from starlette.exceptions import HTTPException as StarletteHTTPException
 
-    from . import __version__
+    from . import __version__, progress
 
     config = config or ServerConfig.from_env()
     if engine is None:
@@ -704,7 +708,12 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
                 job.progress = {**job.progress, "phase": "writing uploads"}
                 targets += write_uploads(upload_dir, documents)
             job.progress = {**job.progress, "phase": "indexing", "inputs": len(targets)}
-            return _jsonable(gr.index(targets, group=group, profile=body.profile))
+
+            def on_progress(step: str, completed: float, total: float | None) -> None:
+                job.progress = {**job.progress, "step": step, "completed": completed, "total": total}
+
+            with progress.listen(on_progress):
+                return _jsonable(gr.index(targets, group=group, profile=body.profile))
 
         job = jobs.submit(group, work, request_id(request) or "")
         return job.info()

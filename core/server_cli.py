@@ -73,6 +73,10 @@ def register(app: typer.Typer) -> None:
 
         token = token or os.environ.get("GRAPHROUTE_TOKEN") or None
         check_bind(host, token)
+        # stderr carries JSON log lines only: no progress bars (jobs report progress instead)
+        os.environ["GRAPHROUTE_PROGRESS"] = "0"
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        os.environ.setdefault("TQDM_DISABLE", "1")
         for root in index_root or []:
             if not root.is_dir():
                 raise UserError(f"--index-root {root} is not a folder", code=2)

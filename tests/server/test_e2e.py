@@ -87,7 +87,8 @@ def test_index_then_query_then_health(server: tuple[str, Path]) -> None:
             job = client.get(f"/jobs/{job['id']}").json()
         assert job["state"] == "succeeded", job
         assert job["report"]["indexed"] == 2
-        assert job["progress"]["phase"] == "done"
+        assert job["progress"]["phase"] == "done" and job["progress"]["inputs"] == 2
+        assert job["progress"]["step"] and job["progress"]["completed"] >= 1  # fed by the indexer's bars
 
         r = client.post("/query", json={"question": "Who approves travel requests?", "route": "route1s_sentence"},
                         headers={"X-Request-ID": "e2e-query-1"})
@@ -104,10 +105,11 @@ def test_index_then_query_then_health(server: tuple[str, Path]) -> None:
         r = client.post("/query", json={"question": "q", "group": "other"})
         assert r.status_code == 404 and "POST /index" in r.json()["message"]
 
-    lines = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
+    text = log.read_text()
+    assert TOKEN not in text
+    lines = [json.loads(line) for line in text.splitlines() if line.strip()]  # JSON lines only
     assert any(ln.get("request_id") == "e2e-query-1" and ln.get("status") == 200 for ln in lines)
     assert any(ln["event"] == "job finished" and ln["state"] == "succeeded" for ln in lines)
-    assert TOKEN not in log.read_text()
 
 
 def test_public_bind_without_token_is_refused(tmp_path: Path) -> None:
