@@ -192,3 +192,15 @@ def test_loopback_detection(host: str, loopback: bool) -> None:
     from graphroute.core.server_cli import is_loopback
 
     assert is_loopback(host) is loopback
+
+
+def test_concurrent_queries_share_one_engine(engine: GraphRoute) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    client = TestClient(make_app(engine, query_workers=4))
+    questions = ["Who approves travel requests?", "Where are lost badges reported?"] * 4
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        answers = list(pool.map(lambda q: client.post("/query", json={"question": q, "route": "t_route"}), questions))
+    assert all(r.status_code == 200 for r in answers)
+    assert {r.json()["citations"][0]["document"] for r in answers[0::2]} == {"Travel policy"}
+    assert {r.json()["citations"][0]["document"] for r in answers[1::2]} == {"Security handbook"}
