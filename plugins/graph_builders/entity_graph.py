@@ -42,7 +42,7 @@ from graphroute.core.components import ComponentParams, Extraction, Extractor, I
 from graphroute.core.entities import ENTITY_ID_PREFIX, EntityTable, normalize_name
 from graphroute.core.hookspecs import hookimpl
 from graphroute.core.models import Edge, EdgeType, Label, Node, VectorSpace, content_hash
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 if TYPE_CHECKING:
     from graphroute.core.indexing import IndexContext
@@ -875,6 +875,13 @@ SUMMARY_SYSTEM = (
 )
 
 
+class CommunitySummary(BaseModel):
+    """The JSON a community summary answer must parse into."""
+
+    title: str = ""
+    summary: str
+
+
 class CommunitiesStep(IndexStep):
     """Leiden/Louvain communities of entities, with summaries, embeddings and BELONGS_TO."""
 
@@ -1098,20 +1105,20 @@ class CommunitiesStep(IndexStep):
             + "\n\nSentences:\n"
             + ("\n".join(f"- {s}" for s in sents) or "(none)")
         )
+        from graphroute.core.llm import complete_json
+
+        messages = [
+            {"role": "system", "content": SUMMARY_SYSTEM},
+            {"role": "user", "content": user},
+        ]
         try:
-            resp = llm.complete(
-                [{"role": "system", "content": SUMMARY_SYSTEM}, {"role": "user", "content": user}],
-                json_mode=True,
-                max_tokens=300,
+            out, _ = complete_json(
+                llm, messages, CommunitySummary, max_tokens=300, repair_attempts=1
             )
-            data = json.loads(resp.text)
-            title, summary = (
-                str(data.get("title", "")).strip(),
-                str(data.get("summary", "")).strip(),
-            )
-        except Exception as exc:  # malformed answer or failed request: fall back offline
+        except Exception as exc:  # invalid after a repair round, or the request failed
             log.warning("communities: LLM summary failed, using extractive: %s", exc)
             return None
+        title, summary = out.title.strip(), out.summary.strip()
         return (title or ", ".join(top_names[:3]), summary) if summary else None
 
 

@@ -250,3 +250,68 @@ def test_replay_extractor_through_the_indexer(tmp_path: Path) -> None:
         if len(t) == 3 and entity_id(t[0]) != entity_id(t[2])
     )
     store.close()
+
+
+def test_community_summaries_use_the_llm_when_configured(
+    two_groups: tuple[EmbeddedStore, dict[str, dict]],
+    tmp_path: Path,
+    fake_openai: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from graphroute.plugins.graph_builders.entity_graph import CommunitiesStep
+
+    from tests.servers.fake_apis import Reply
+
+    store, _ = two_groups
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    cls = get_registry().llm_clients.get("openai")
+    llm = cls(
+        cls.Params(
+            model="fake-summary",
+            base_url=fake_openai.url + "/v1",
+            cache_dir=str(tmp_path / "llm"),
+            max_retries=0,
+        )
+    )
+    fake_openai.responder = lambda body: json.dumps(
+        {"title": "Curie family", "summary": "Physicists in Paris."}
+    )
+    ix = Indexer(
+        store,
+        "b",
+        registry=get_registry(),
+        settings=Settings(cache_dir=tmp_path),
+        profile=profile("spacy"),
+    )
+    ctx = IndexContext(
+        store=store,
+        group="b",
+        registry=get_registry(),
+        embedder=ix.embedder(),
+        profile=ix.profile,
+        settings=ix.settings,
+        llm_factory=lambda: llm,
+    )
+    out = CommunitiesStep(CommunitiesStep.Params(seed=1)).run(ctx)
+    assert out["rebuilt"] and out["summaries"]["llm"] == out["communities"] > 0
+    comms = list(store.iter_nodes("b", Label.COMMUNITY))
+    assert {c.props["summary"] for c in comms} == {"Physicists in Paris."}
+    assert all(c.props["summary_source"] == "llm" for c in comms)
+    # a model that never answers valid JSON: extractive summaries, failures counted
+    fake_openai.default = Reply(content="not json")
+    fake_openai.responder = lambda body: "not json"
+    uncached = cls(
+        cls.Params(
+            model="fake-summary", base_url=fake_openai.url + "/v1", cache=False, max_retries=0
+        )
+    )
+    ctx.llm_factory = lambda: uncached
+    n_requests = fake_openai.count("/chat/completions")
+    out = CommunitiesStep(CommunitiesStep.Params(seed=2)).run(ctx)
+    assert (
+        fake_openai.count("/chat/completions") - n_requests == 2 * out["communities"]
+    )  # one repair each
+    assert out["summaries"]["llm_failures"] == out["communities"] == out["summaries"]["extractive"]
+    assert all(
+        c.props["summary"].startswith("Entities: ") for c in store.iter_nodes("b", Label.COMMUNITY)
+    )
