@@ -310,19 +310,21 @@ class PPR(Stage):
         g = typed_graph(store, state.group, self.weights())
         # seeds absent from the graph (entities without any edge) still rank: add them as
         # isolated nodes, which teleport all their mass back to the seeds
-        extra = sorted({s.node_id for s in seeds if s.node_id not in g.index})  # type: ignore[misc]
+        seed_ids = [s.node_id for s in seeds if s.node_id]
+        extra = sorted({i for i in seed_ids if i not in g.index})
         n = len(g.ids) + len(extra)
         trans, dangling, is_ent = g.transition, g.dangling, g.is_entity
         ids: Sequence[str] = g.ids
         if extra:
             trans = sp.block_diag((trans, sp.csr_matrix((len(extra), len(extra)))), format="csr")
             dangling = np.concatenate([dangling, np.ones(len(extra), dtype=bool)])
-            is_ent = np.concatenate([is_ent, np.array([is_entity_id(x) for x in extra], dtype=bool)])
+            is_ent = np.concatenate([is_ent, np.fromiter((is_entity_id(x) for x in extra), dtype=bool, count=len(extra))])
             ids = (*g.ids, *extra)
         pos = {x: i for i, x in enumerate(ids)} if extra else g.index
         teleport = np.zeros(n, dtype=np.float64)
         for s in seeds:
-            teleport[pos[s.node_id]] += s.weight  # type: ignore[index]
+            if s.node_id:
+                teleport[pos[s.node_id]] += s.weight
         res = personalized_pagerank(trans, teleport, damping=damping, dangling=dangling, tol=p.tol, max_iter=p.max_iter)
         scores = np.where(is_ent, res.scores, 0.0)
         order = np.argsort(-scores, kind="stable")  # ids are sorted: ties break by id
@@ -332,7 +334,7 @@ class PPR(Stage):
         nodes = {nd.id: nd for nd in store.get_nodes(state.group, [ids[i] for i in chosen])}
         state.entities = [_scored(ids[i], float(scores[i]), nodes.get(ids[i])) for i in chosen]
         # chunk PPR mass: an optional ordering signal for entity_chunks
-        chunk_mass = {ids[i]: float(res.scores[i]) for i in np.flatnonzero(~is_ent & (res.scores > 0))}
+        chunk_mass = {ids[int(i)]: float(res.scores[i]) for i in np.flatnonzero(~is_ent & (res.scores > 0))}
         state.extras["ppr_node_scores"] = chunk_mass
         ctx.stats.update(
             {

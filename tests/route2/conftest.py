@@ -7,7 +7,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from graphroute.core.engine import open_store
 from graphroute.core.models import Edge, EdgeType, Label, Node
 from graphroute.core.services import Services

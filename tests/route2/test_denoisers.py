@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from graphroute.core.models import Evidence, ScoredNode
 from graphroute.core.services import Services
 from graphroute.core.stage import QueryState, StageContext
@@ -98,7 +97,7 @@ def test_min_keep_guard_skips_early_cliff() -> None:
     # the Q-L4 case: a penalty cliff after the 5th entity, nothing after
     scores = [1.0, 0.98, 0.96, 0.94, 0.92, 0.27, 0.26, 0.25, 0.24]
     assert find_score_gap(scores, 0.5, 3)[:2] == (True, 4)
-    found, idx, _ = find_score_gap(scores, 0.5, 6)
+    found, _idx, _ = find_score_gap(scores, 0.5, 6)
     assert not found
     st = QueryState("q", "g")
     st.entities = [ScoredNode(id=f"ent:{i}", score=s) for i, s in enumerate(scores)]

@@ -7,7 +7,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from graphroute.core.engine import GraphRoute
 from graphroute.core.models import QueryResult
 

@@ -5,11 +5,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
-
 from graphroute.core.models import Edge, EdgeType, Label, Node, Seed
 from graphroute.core.stage import QueryState
 from graphroute.core.store import GraphStore
-from graphroute.plugins.expanders.graph import PPR, EntityChunks, budget_cut, personalized_pagerank, transition_matrix
+from graphroute.plugins.expanders.graph import (
+    PPR,
+    EntityChunks,
+    budget_cut,
+    personalized_pagerank,
+    transition_matrix,
+)
 
 from .conftest import GROUP, chain_graph, context, ent
 

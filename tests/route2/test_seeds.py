@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import pytest
-
 from graphroute.core.models import Edge, EdgeType, Seed
 from graphroute.core.stage import QueryState
 from graphroute.core.store import GraphStore
-from graphroute.plugins.seeds.entity_seeds import CommunityPeers, NerSeeds, SeedResolution, offline_names, parse_llm_names
+from graphroute.plugins.seeds.entity_seeds import (
+    CommunityPeers,
+    NerSeeds,
+    SeedResolution,
+    offline_names,
+    parse_llm_names,
+)
 
 from .conftest import GROUP, context, ent
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from graphroute.core.models import Seed
 from graphroute.core.stage import QueryState, StageContext
 from graphroute.plugins.seeds.tiers import (
