@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .config import RouteConfigError, list_routes, load_route, overrides_from_mapping
+from .config import RouteConfigError, find_route, list_routes, load_route, overrides_from_mapping
 from .models import Citation
 from .registry import PluginError, skipped_builtins
 from .settings import Settings, default_cache_dir
@@ -55,7 +55,8 @@ DEFAULT_ROUTE = "route1s_sentence"
 DEFAULT_MAX_BODY_BYTES = 1_000_000
 DEFAULT_TIMEOUT_S = 60.0
 LOGGER_NAME = "graphroute.server"
-NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"  # route/profile names, never paths
+# route and profile names: never paths, not even relative ones (no '/', no '.yaml')
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$"
 _REQUEST_ID_RE = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 MAX_JOBS_KEPT = 200
 
@@ -546,6 +547,7 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
     app.state.engine = gr
     app.state.jobs = jobs
     app.state.config = config
+
     class BodyTooLarge(StarletteHTTPException):
         def __init__(self, message: str) -> None:
             super().__init__(413, message)
@@ -592,12 +594,15 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
             )
 
     def route_file(name: str) -> Path:
+        """The file of a route *name*; the CLI's "unknown route" error (with its did-you-mean
+        hint) otherwise. Names only: a path would let a client read server files."""
         routes = list_routes()
-        if name not in routes:
-            # load_route explains unknown names with the CLI's hint (did you mean ...?)
-            load_route(name, gr.registry)
-            raise ApiError(404, "unknown_route", f"unknown route {name!r}")
-        return routes[name]
+        if name in routes and re.match(NAME_PATTERN, name):
+            return routes[name]
+        if os.sep in name or name.endswith((".yaml", ".yml")) or (os.altsep and os.altsep in name):
+            raise ApiError(400, "bad_request", "`route` must be a route name (`GET /routes`), not a path")
+        find_route(name)  # raises RouteConfigError with the hint
+        raise ApiError(404, "unknown_route", f"unknown route {name!r}")
 
     # ------------------------------------------------------------------ endpoints
 
@@ -693,8 +698,11 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
                 raise ApiError(400, "bad_request", f"{raw!r} does not exist on the server")
             paths.append(p)
         if body.profile is not None:
-            from .indexing import IndexProfileError, load_index_profile
+            from .indexing import IndexProfileError, builtin_index_profiles_dir, load_index_profile
 
+            shipped = sorted(p.stem for p in builtin_index_profiles_dir().glob("*.yaml"))
+            if body.profile not in shipped:  # a name, never a file on the server
+                raise ApiError(400, "bad_profile", f"unknown index profile {body.profile!r}; shipped profiles: {', '.join(shipped)}")
             try:
                 load_index_profile(body.profile)
             except IndexProfileError as exc:

@@ -68,12 +68,20 @@ def test_route_errors_carry_the_cli_message(client: TestClient, engine: GraphRou
     assert r.status_code == 400 and "did you mean t_route" in r.json()["message"]
 
 
-def test_route_names_are_never_paths(client: TestClient, tmp_path: Path) -> None:
+def test_route_names_are_never_paths(client: TestClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "x").write_text("name: x\nstages: [{use: t_overlap}]\n", encoding="utf-8")
     secret = tmp_path / "x.yaml"
     secret.write_text("name: x\nstages: [{use: t_overlap}]\n", encoding="utf-8")
     r = client.post("/query", json={"question": "q", "route": str(secret)})
     assert r.status_code == 422
     assert client.get("/routes/x.yaml").status_code == 404
+    for name in ("x.yaml", "../x", "x"):  # a file named like a route in the server's cwd is never read
+        r = client.post("/query", json={"question": "q", "route": name})
+        assert r.status_code in (400, 422) and "stages" not in r.text
+    assert client.post("/index", json={"documents": [{"title": "t", "text": "x"}], "profile": "x.yaml"}).status_code == 422
+    r = client.post("/index", json={"documents": [{"title": "t", "text": "x"}], "profile": "nosuch"})
+    assert r.status_code == 400 and "shipped profiles: default" in r.json()["message"]
     assert client.get("/routes/..%2F..%2Fetc%2Fpasswd").status_code == 404
 
 
