@@ -1,9 +1,11 @@
-"""The entity steps run by the real Indexer on the embedded store, with the real spaCy
-model and the packaged embedding model: group isolation, document removal, replay."""
+"""The entity steps run by the real Indexer with the real spaCy model and the packaged
+embedding model, on both stores (the Neo4j cases are skipped when no server is reachable,
+like the conformance suite): group isolation, document removal, replay, LLM summaries."""
 
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +18,8 @@ from graphroute.core.settings import Settings
 from graphroute.core.store import GraphStore
 from graphroute.plugins.graph_builders.entity_graph import EntityKnnStep
 from graphroute.plugins.stores.embedded import EmbeddedStore
+
+from tests.conformance.conftest import open_backend
 
 OPENIE = Path("/work/shared/datasets/musique/openie_gpt-3.5-turbo.json")
 
@@ -66,30 +70,43 @@ GROUP_B = {
 }
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module", params=["embedded", "neo4j"])
 def two_groups(
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[tuple[EmbeddedStore, dict[str, dict]]]:
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[GraphStore, dict[str, dict], dict[str, str]]]:
+    """Groups a and b (unique names, the Neo4j server is shared) indexed with spaCy."""
     root = tmp_path_factory.mktemp("ent_groups")
-    store = EmbeddedStore(str(root / "store"))
+    store = open_backend(request.param, tmp_path_factory)
+    names = {k: f"ent-{k}-{uuid.uuid4().hex[:8]}" for k in ("a", "b")}
     reports = {
         "a": index(
-            store, "a", write_docs(root / "docs_a", GROUP_A), profile("spacy"), root / "cache"
+            store,
+            names["a"],
+            write_docs(root / "docs_a", GROUP_A),
+            profile("spacy"),
+            root / "cache",
         ),
         "b": index(
-            store, "b", write_docs(root / "docs_b", GROUP_B), profile("spacy"), root / "cache"
+            store,
+            names["b"],
+            write_docs(root / "docs_b", GROUP_B),
+            profile("spacy"),
+            root / "cache",
         ),
     }
-    yield store, reports
+    yield store, reports, names
+    for g in names.values():
+        store.delete_group(g)
     store.close()
 
 
 def test_entity_layer_is_built_and_reported(
-    two_groups: tuple[EmbeddedStore, dict[str, dict]],
+    two_groups: tuple[GraphStore, dict[str, dict], dict[str, str]],
 ) -> None:
-    store, reports = two_groups
+    store, reports, names = two_groups
+    a = names["a"]
     steps = reports["a"]["steps"]
-    counts = store.counts("a")
+    counts = store.counts(a)
     eg = steps["entity_graph"]
     assert eg["entities"] == counts["nodes"]["Entity"] > 0
     # nothing the builder produced was dropped by the store (no dangling endpoints)
@@ -102,117 +119,127 @@ def test_entity_layer_is_built_and_reported(
     assert counts["nodes"].get("Community", 0) == com["communities"] > 0
     assert counts["vectors"]["community"] == com["communities"]
     assert set(com["size_distribution"]) == {"min", "median", "max", "histogram"}
-    ents = {n.id: n for n in store.iter_nodes("a", Label.ENTITY)}
+    ents = {n.id: n for n in store.iter_nodes(a, Label.ENTITY)}
     curie = ents["ent:marie curie"].props
     assert (
         curie["name"] == "Marie Curie" and curie["doc_count"] == 1 and curie["mention_count"] >= 2
     )
     assert all(isinstance(n.props.get("community"), int) for n in ents.values())
-    for c in store.iter_nodes("a", Label.COMMUNITY):
+    for c in store.iter_nodes(a, Label.COMMUNITY):
         assert c.props["summary"] and c.props["title"] and c.props["size"] >= 2
     # the sentence-level mentions point at sentences that really contain the name
     sent_edges = [
         e
-        for e in store.edges_of("a", ["ent:marie curie"], [EdgeType.MENTIONS], "in")
+        for e in store.edges_of(a, ["ent:marie curie"], [EdgeType.MENTIONS], "in")
         if e.props["level"] == "sentence"
     ]
     assert len(sent_edges) == 2
-    for s in store.get_nodes("a", [e.src for e in sent_edges]):
+    for s in store.get_nodes(a, [e.src for e in sent_edges]):
         assert s.label == Label.SENTENCE and "marie curie" in s.props["text"].lower()
     # graphroute stats shows what the steps reported
     from graphroute.core.stats import group_stats
 
     assert (
-        group_stats(store, "a")["index"]["steps"]["communities"]["communities"]
-        == com["communities"]
+        group_stats(store, a)["index"]["steps"]["communities"]["communities"] == com["communities"]
     )
 
 
-def test_no_edge_crosses_groups(two_groups: tuple[EmbeddedStore, dict[str, dict]]) -> None:
-    store, _ = two_groups
-    ids = {g: {n.id for n in store.iter_nodes(g)} for g in ("a", "b")}
+def test_no_edge_crosses_groups(
+    two_groups: tuple[GraphStore, dict[str, dict], dict[str, str]],
+) -> None:
+    store, _, names = two_groups
+    a, b = names["a"], names["b"]
+    ids = {g: {n.id for n in store.iter_nodes(names[g])} for g in ("a", "b")}
     assert "ent:paris" in ids["a"] and "ent:paris" in ids["b"]  # same name, two groups
     for g in ("a", "b"):
         n_edges = 0
-        for e in store.iter_edges(g):
+        for e in store.iter_edges(names[g]):
             n_edges += 1
-            assert e.group == g
+            assert e.group == names[g]
             assert e.src in ids[g] and e.dst in ids[g], (g, e)
         assert n_edges > 0
-        for e in store.iter_edges(g, [EdgeType.MENTIONS, EdgeType.CO_OCCURS, EdgeType.BELONGS_TO]):
+        for e in store.iter_edges(
+            names[g], [EdgeType.MENTIONS, EdgeType.CO_OCCURS, EdgeType.BELONGS_TO]
+        ):
             assert e.src in ids[g] and e.dst in ids[g]
     # entity statistics count only the group's own documents
-    pa = store.get_nodes("a", ["ent:paris"])[0].props
-    pb = store.get_nodes("b", ["ent:paris"])[0].props
+    pa = store.get_nodes(a, ["ent:paris"])[0].props
+    pb = store.get_nodes(b, ["ent:paris"])[0].props
     assert pa["doc_count"] == 2 and pb["doc_count"] == 2
     assert "ent:zanzibar" not in ids["a"] and "ent:marie curie" not in ids["b"]
     # vectors of one group's entity space are only its own entities
-    vec_ids, _ = store.all_vectors("a", "entity")
+    vec_ids, _ = store.all_vectors(a, "entity")
     assert set(vec_ids) <= ids["a"]
 
 
-def test_document_removal_removes_its_mentions_and_orphaned_entities(tmp_path: Path) -> None:
-    store = EmbeddedStore(str(tmp_path / "store"))
+@pytest.mark.parametrize("backend", ["embedded", "neo4j"])
+def test_document_removal_removes_its_mentions_and_orphaned_entities(
+    backend: str, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    store = open_backend(backend, tmp_path_factory)
+    g = f"ent-rm-{uuid.uuid4().hex[:8]}"
     folder = write_docs(tmp_path / "docs", GROUP_B)
     cache = tmp_path / "cache"
-    first = index(store, "g", folder, profile("spacy"), cache)
+    first = index(store, g, folder, profile("spacy"), cache)
     assert first["steps"]["entity_graph"]["extraction"]["extracted_chunks"] == 3
-    before = {n.id: n for n in store.iter_nodes("g", Label.ENTITY)}
+    before = {n.id: n for n in store.iter_nodes(g, Label.ENTITY)}
     assert {"ent:zanzibar", "ent:stone town", "ent:paris"} <= set(before)
     doc = next(
         d
-        for d in store.iter_nodes("g", Label.DOCUMENT)
+        for d in store.iter_nodes(g, Label.DOCUMENT)
         if d.props["title"].lower().startswith("zanzibar")
     )
-    doc_sentences = {n.id for n in store.iter_nodes("g", doc_id=doc.id)}
+    doc_sentences = {n.id for n in store.iter_nodes(g, doc_id=doc.id)}
 
     (folder / "zanzibar.txt").unlink()
-    second = index(store, "g", folder, profile("spacy"), cache, remove_missing=True)
+    second = index(store, g, folder, profile("spacy"), cache, remove_missing=True)
     assert second["removed"] == 1
-    after = {n.id: n for n in store.iter_nodes("g", Label.ENTITY)}
+    after = {n.id: n for n in store.iter_nodes(g, Label.ENTITY)}
     assert (
         "ent:zanzibar" not in after
         and "ent:stone town" not in after
         and "ent:tanzania" not in after
     )
     assert "ent:paris" in after and "ent:seine" in after
-    assert not [e for e in store.iter_edges("g", [EdgeType.MENTIONS]) if e.src in doc_sentences]
-    assert not [e for e in store.iter_edges("g") if e.doc_id == doc.id]
+    assert not [e for e in store.iter_edges(g, [EdgeType.MENTIONS]) if e.src in doc_sentences]
+    assert not [e for e in store.iter_edges(g) if e.doc_id == doc.id]
     # members of the removed document's communities are gone from every Community node
-    for c in store.iter_nodes("g", Label.COMMUNITY):
+    for c in store.iter_nodes(g, Label.COMMUNITY):
         assert not {"ent:zanzibar", "ent:stone town"} & set(c.props["top_entity_ids"])
     # the rebuild re-used the cached extractions of the unchanged documents
     ex = second["steps"]["entity_graph"]["extraction"]
     assert ex["cached_chunks"] == 2 and ex["extracted_chunks"] == 0
+    store.delete_group(g)
     store.close()
 
 
 def test_steps_skip_work_when_nothing_changed(
-    two_groups: tuple[EmbeddedStore, dict[str, dict]], tmp_path: Path
+    two_groups: tuple[GraphStore, dict[str, dict], dict[str, str]], tmp_path: Path
 ) -> None:
-    store, reports = two_groups
+    store, reports, names = two_groups
+    a = names["a"]
     ix = Indexer(
         store,
-        "a",
+        a,
         registry=get_registry(),
         settings=Settings(cache_dir=tmp_path),
         profile=profile("spacy"),
     )
     ctx = IndexContext(
         store=store,
-        group="a",
+        group=a,
         registry=get_registry(),
         embedder=ix.embedder(),
         profile=ix.profile,
         settings=ix.settings,
     )
-    version = store.version("a")
+    version = store.version(a)
     out = EntityKnnStep(EntityKnnStep.Params(threshold=0.6, k=5)).run(ctx)
     assert (
         out["rebuilt"] is False
         and out["knn_edges"] == reports["a"]["steps"]["entity_knn"]["knn_edges"]
     )
-    assert store.version("a") == version
+    assert store.version(a) == version
     # a changed parameter is a rebuild even with no document change
     out = EntityKnnStep(EntityKnnStep.Params(threshold=0.99, k=1)).run(ctx)
     assert (
@@ -253,7 +280,7 @@ def test_replay_extractor_through_the_indexer(tmp_path: Path) -> None:
 
 
 def test_community_summaries_use_the_llm_when_configured(
-    two_groups: tuple[EmbeddedStore, dict[str, dict]],
+    two_groups: tuple[GraphStore, dict[str, dict], dict[str, str]],
     tmp_path: Path,
     fake_openai: Any,
     monkeypatch: pytest.MonkeyPatch,
@@ -262,7 +289,8 @@ def test_community_summaries_use_the_llm_when_configured(
 
     from tests.servers.fake_apis import Reply
 
-    store, _ = two_groups
+    store, _, names = two_groups
+    b = names["b"]
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
     cls = get_registry().llm_clients.get("openai")
     llm = cls(
@@ -278,14 +306,14 @@ def test_community_summaries_use_the_llm_when_configured(
     )
     ix = Indexer(
         store,
-        "b",
+        b,
         registry=get_registry(),
         settings=Settings(cache_dir=tmp_path),
         profile=profile("spacy"),
     )
     ctx = IndexContext(
         store=store,
-        group="b",
+        group=b,
         registry=get_registry(),
         embedder=ix.embedder(),
         profile=ix.profile,
@@ -294,7 +322,7 @@ def test_community_summaries_use_the_llm_when_configured(
     )
     out = CommunitiesStep(CommunitiesStep.Params(seed=1)).run(ctx)
     assert out["rebuilt"] and out["summaries"]["llm"] == out["communities"] > 0
-    comms = list(store.iter_nodes("b", Label.COMMUNITY))
+    comms = list(store.iter_nodes(b, Label.COMMUNITY))
     assert {c.props["summary"] for c in comms} == {"Physicists in Paris."}
     assert all(c.props["summary_source"] == "llm" for c in comms)
     # a model that never answers valid JSON: extractive summaries, failures counted
@@ -313,5 +341,5 @@ def test_community_summaries_use_the_llm_when_configured(
     )  # one repair each
     assert out["summaries"]["llm_failures"] == out["communities"] == out["summaries"]["extractive"]
     assert all(
-        c.props["summary"].startswith("Entities: ") for c in store.iter_nodes("b", Label.COMMUNITY)
+        c.props["summary"].startswith("Entities: ") for c in store.iter_nodes(b, Label.COMMUNITY)
     )
