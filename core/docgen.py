@@ -22,6 +22,7 @@ import enum
 import inspect
 import json
 import os
+import re
 import sys
 import types
 import typing
@@ -200,6 +201,15 @@ def first_paragraph(doc: str | None) -> str:
     return text.split("\n\n")[0].replace("\n", " ").strip()
 
 
+_RST_ROLE = re.compile(r":(?:data|func|class|meth|mod|attr|obj):`~?([^`]+)`")
+
+
+def rst_to_md(text: str) -> str:
+    """Docstrings use reST roles and ``Example::``; Markdown wants plain code spans."""
+    text = _RST_ROLE.sub(lambda m: f"`{m.group(1)}`", text)
+    return re.sub(r"::\n", ":\n", text)
+
+
 def anchor(name: str) -> str:
     """The heading id mkdocs' toc extension gives a heading that is exactly ``name``."""
     return name.lower().replace(" ", "-")
@@ -296,14 +306,14 @@ def route_config_page() -> str:
 
 
 def hooks_page() -> str:
-    out = [HEADER, "# Hook reference\n\n", first_paragraph(hookspecs.__doc__), "\n\n",
+    out = [HEADER, "# Hook reference\n\n", rst_to_md(inspect.cleandoc(hookspecs.__doc__ or "")), "\n\n",
            "Implement any of these in your plugin module with the `@hookimpl` decorator "
            "(`from graphroute.core import hookimpl`); see the [plugin-author guide](../plugin-authors.md).\n\n"]
     for name, fn in inspect.getmembers(hookspecs, inspect.isfunction):
         if not name.startswith("register_"):
             continue
         sig = str(inspect.signature(fn)).replace("'", "")
-        doc = inspect.cleandoc(fn.__doc__ or "")
+        doc = rst_to_md(inspect.cleandoc(fn.__doc__ or ""))
         out.append(f"## {name}\n\n```python\ndef {name}{sig}\n```\n\n{doc}\n\n")
     return "".join(out)
 
