@@ -35,8 +35,18 @@ typecheck: install
 	ln -s ../../routes .typecheck/graphroute/routes
 	cd .typecheck && MYPYPATH=. ../$(VENV)/bin/mypy --config-file ../pyproject.toml -p graphroute.core -p graphroute.plugins
 
-unit: install
+# The Neo4j conformance cases run against the project's own server, so `unit` starts it
+# (a no-op when it already runs). Stop it with `make neo4j-down`.
+unit: install neo4j-up
 	$(VENV)/bin/pytest -q
+
+# Neo4j Community 5.26 LTS for development and CI (tests/neo4j_server: Maven-built embedded
+# launcher, Bolt on 127.0.0.1:NEO4J_PORT or 7687, user neo4j, password NEO4J_PASSWORD or graphroute-dev).
+neo4j-up: install
+	PY=$(abspath $(PY)) tests/neo4j_server/neo4j.sh up
+
+neo4j-down:
+	tests/neo4j_server/neo4j.sh down
 
 # Reference pages are generated from the code (and committed): --check rewrites stale ones and
 # fails, then a strict build fails on any broken link or anchor (never add --quiet: it hides the

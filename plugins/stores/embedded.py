@@ -12,7 +12,9 @@ Layout of ``<dir>/graph.sqlite``:
   it, so re-running an index step never doubles graph weights. Edges whose endpoints are not
   nodes of the group are skipped (no dangling edges; the Neo4j backend behaves the same).
 * ``vectors(grp, space, id, vec)`` - float32 BLOBs written in the same transaction as the
-  nodes, so vectors and nodes can never disagree after a crash. Searches run on an
+  nodes, so vectors and nodes can never disagree after a crash. A vector belongs to a node:
+  vectors for ids that are not nodes of the group are skipped (as in Neo4j, where vectors
+  are node properties) and go when their node goes. Searches run on an
   in-memory numpy matrix per (group, space), loaded lazily and dropped when the group's
   version changes (also when another process wrote).
 * ``groups(grp, version)`` and ``meta(grp, key, value)``. Versions come from one global
@@ -288,7 +290,8 @@ class EmbeddedStore(GraphStore):
             for space, dim, rows in batches:
                 self._check_dim(conn, group, space, dim)
                 conn.executemany(
-                    "INSERT INTO vectors (grp, space, id, vec) VALUES (?, ?, ?, ?) "
+                    "INSERT INTO vectors (grp, space, id, vec) SELECT ?1, ?2, ?3, ?4 "
+                    "WHERE EXISTS (SELECT 1 FROM nodes WHERE grp = ?1 AND id = ?3) "
                     "ON CONFLICT (grp, space, id) DO UPDATE SET vec = excluded.vec",
                     rows,
                 )

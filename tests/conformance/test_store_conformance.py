@@ -419,3 +419,16 @@ def test_adjacency_export(store: GraphStore, group: str) -> None:
     store.delete_derived(group, edge_types=[EdgeType.RELATED_TO])
     view2 = adjacency(store, group, {EdgeType.NEXT: 1.0, EdgeType.RELATED_TO: 2.0}, weight_prop="similarity")
     assert view2 is not view and view2.matrix.nnz == 2 * 9
+
+
+def test_vectors_belong_to_nodes(store: GraphStore, group: str) -> None:
+    rng = np.random.default_rng(11)
+    store.write(group, [Node(id="a", label=Label.ENTITY, group=group), Node(id="b", label=Label.ENTITY, group=group)])
+    store.write(group, vectors={VectorSpace.ENTITY: (["a", "ghost", "b"], unit(rng, 3))})
+    assert sorted(store.all_vectors(group, VectorSpace.ENTITY)[0]) == ["a", "b"]
+    # re-upserting a node keeps its vector; writing a vector again replaces it
+    store.write(group, [Node(id="a", label=Label.ENTITY, group=group, props={"name": "A"})])
+    v = unit(rng, 1)
+    store.write(group, vectors={VectorSpace.ENTITY: (["b"], v)})
+    np.testing.assert_allclose(store.get_vectors(group, VectorSpace.ENTITY, ["b"]), v, atol=1e-6)
+    assert store.counts(group)["vectors"] == {"entity": 2}

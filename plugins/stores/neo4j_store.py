@@ -1,0 +1,743 @@
+"""The Neo4j store: the same protocol on a Neo4j 5 server, through the official driver.
+
+Model (everything carries ``group``; no query ever matches without it):
+
+* ``(:GRNode {group, id, label, doc_id, props})`` - ``props`` is JSON text (Neo4j
+  properties cannot hold maps); scalar values of the looked-up props (``name``, ``norm``,
+  ``path``, ``title``, ``alias``) are copied to ``p_<prop>`` and indexed for ``find_nodes``.
+  Unique constraint on ``(group, id)``; range indexes on ``(group, label)``,
+  ``(group, doc_id)`` and ``(group, label, p_<prop>)``.
+* Relationships of the edge's real type, ``{group, doc_id, props}``; identified by
+  ``(src, type, dst)`` like the embedded store (``MERGE``), never dangling (both endpoints
+  are ``MATCH``-ed first). Types are checked against an allow-list and then passed as
+  parameters (``$(row.type)``), never spliced into the query text.
+* Vectors are node properties ``vec_<space>_<dim>`` with one cosine vector index per
+  (space, dimension), created idempotently before the first write of that space.
+* ``(:GRMeta {group, version, dim_<space>})`` holds the version and vector dimensions;
+  ``(:GRMetaEntry {group, key, value})`` the JSON metadata; ``(:GRCounter)`` the global
+  counter that versions come from (so versions never go back, even after delete_group).
+
+Vector search restricted to a group: a small group (``exact_max`` vectors or fewer), or a
+``restrict_to`` list, is scanned exactly with ``vector.similarity.cosine``; a large group
+queries the index with oversampling and a group filter, and falls back to the exact scan
+when the index does not yield k hits of the group (a big neighbouring group can crowd the
+index's candidates out). Neo4j reports cosine as ``(1 + cos) / 2``; results are converted
+back to plain cosine so both backends return the same scores.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import numpy as np
+from graphroute.core.components import ComponentParams, StoreBackend
+from graphroute.core.hookspecs import hookimpl
+from graphroute.core.models import Edge, EdgeType, Node
+from graphroute.core.store import Direction, GraphStore, StoreError, VectorBatch
+from pydantic import Field
+
+if TYPE_CHECKING:
+    from neo4j import Driver, ManagedTransaction
+
+SCHEMES = ("neo4j://", "neo4j+s://", "neo4j+ssc://", "bolt://", "bolt+s://", "bolt+ssc://")
+INDEXED_PROPS: tuple[str, ...] = ("name", "norm", "path", "title", "alias")
+_TYPE_RE = re.compile(r"^[A-Z][A-Z0-9_]{0,63}$")
+_SPACE_RE = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
+_BATCH = 1000
+T = TypeVar("T")
+
+_SCHEMA = (
+    "CREATE CONSTRAINT gr_node_key IF NOT EXISTS FOR (n:GRNode) REQUIRE (n.group, n.id) IS UNIQUE",
+    "CREATE CONSTRAINT gr_meta_key IF NOT EXISTS FOR (m:GRMeta) REQUIRE m.group IS UNIQUE",
+    "CREATE CONSTRAINT gr_meta_entry_key IF NOT EXISTS FOR (e:GRMetaEntry) REQUIRE (e.group, e.key) IS UNIQUE",
+    "CREATE CONSTRAINT gr_counter_key IF NOT EXISTS FOR (c:GRCounter) REQUIRE c.id IS UNIQUE",
+    "CREATE INDEX gr_node_group IF NOT EXISTS FOR (n:GRNode) ON (n.group)",
+    "CREATE INDEX gr_node_label IF NOT EXISTS FOR (n:GRNode) ON (n.group, n.label)",
+    "CREATE INDEX gr_node_doc IF NOT EXISTS FOR (n:GRNode) ON (n.group, n.doc_id)",
+    *(
+        f"CREATE INDEX gr_node_p_{p} IF NOT EXISTS FOR (n:GRNode) ON (n.group, n.label, n.p_{p})"
+        for p in INDEXED_PROPS
+    ),
+)
+
+
+def _public_uri(uri: str) -> str:
+    """The URI without any user:password@ part, for messages."""
+    return re.sub(r"//[^/@]*@", "//", uri)
+
+
+def _dumps(props: Mapping[str, Any]) -> str | None:
+    return json.dumps(props, ensure_ascii=False, separators=(",", ":")) if props else None
+
+
+def _loads(text: str | None) -> dict[str, Any]:
+    return json.loads(text) if text else {}
+
+
+def _batches(rows: Sequence[T], size: int = _BATCH) -> Iterator[Sequence[T]]:
+    for i in range(0, len(rows), size):
+        yield rows[i : i + size]
+
+
+def _scalar(v: Any) -> bool:
+    return isinstance(v, str | int | float | bool)
+
+
+def _space_name(space: str) -> str:
+    s = str(space)
+    if not _SPACE_RE.match(s):
+        raise StoreError(f"vector space name {s!r} must match {_SPACE_RE.pattern}")
+    return s
+
+
+def _vec_prop(space: str, dim: int) -> str:
+    return f"vec_{_space_name(space)}_{int(dim)}"
+
+
+class Neo4jStore(GraphStore):
+    """GraphStore on a Neo4j 5 server (see the module docstring for the model)."""
+
+    backend = "neo4j"
+
+    def __init__(
+        self,
+        uri: str,
+        user: str,
+        password: str,
+        *,
+        database: str | None = None,
+        exact_max: int = 20_000,
+        oversample: int = 10,
+        retry_s: float = 30.0,
+        connect_attempts: int = 3,
+        extra_edge_types: Collection[str] = (),
+    ) -> None:
+        import neo4j
+        from neo4j.exceptions import AuthError, ServiceUnavailable
+
+        self.location = _public_uri(uri)
+        self._database = database
+        self.exact_max = exact_max
+        self.oversample = oversample
+        self._edge_types = {str(t) for t in EdgeType} | {str(t) for t in extra_edge_types}
+        bad = [t for t in self._edge_types if not _TYPE_RE.match(t)]
+        if bad:
+            raise StoreError(f"edge types {bad} must match {_TYPE_RE.pattern}")
+        self._vector_indexes: set[str] = set()
+        self._driver: Driver = neo4j.GraphDatabase.driver(
+            uri, auth=(user, password), max_transaction_retry_time=retry_s, connection_timeout=10.0
+        )
+        delay = 0.5
+        for attempt in range(1, connect_attempts + 1):
+            try:
+                self._driver.verify_connectivity()
+                break
+            except AuthError as exc:
+                self._driver.close()
+                raise StoreError(
+                    f"Neo4j at {self.location} rejected the credentials of user {user!r} "
+                    f"({exc.message or type(exc).__name__}); set NEO4J_USER / NEO4J_PASSWORD"
+                ) from None
+            except (ServiceUnavailable, OSError) as exc:
+                if attempt == connect_attempts:
+                    self._driver.close()
+                    raise StoreError(
+                        f"Neo4j at {self.location} is unreachable after {attempt} attempts: {exc}"
+                    ) from None
+                time.sleep(delay)
+                delay *= 2
+            except Exception as exc:
+                self._driver.close()
+                raise StoreError(f"cannot connect to Neo4j at {self.location}: {exc}") from None
+        for statement in _SCHEMA:
+            self._run_schema(statement)
+
+    # ------------------------------------------------------------------ plumbing
+    def _session(self) -> Any:
+        return self._driver.session(database=self._database) if self._database else self._driver.session()
+
+    def _guard(self, what: str, fn: Callable[[], T]) -> T:
+        """Map driver failures to StoreError naming the server and the cause."""
+        from neo4j.exceptions import (
+            AuthError,
+            DriverError,
+            Neo4jError,
+            ServiceUnavailable,
+            SessionExpired,
+        )
+
+        try:
+            return fn()
+        except StoreError:
+            raise
+        except (ServiceUnavailable, SessionExpired) as exc:
+            raise StoreError(f"Neo4j at {self.location} became unreachable during {what}: {exc}") from exc
+        except AuthError as exc:
+            raise StoreError(f"Neo4j at {self.location} rejected the credentials during {what}") from exc
+        except (Neo4jError, DriverError) as exc:
+            raise StoreError(f"Neo4j at {self.location} failed during {what}: {exc}") from exc
+
+    def _read(self, what: str, fn: Callable[[ManagedTransaction], T]) -> T:
+        """A managed read transaction: the driver retries transient errors with backoff."""
+
+        def run() -> T:
+            with self._session() as session:
+                return session.execute_read(fn)
+
+        return self._guard(what, run)
+
+    def _write_tx(self, what: str, fn: Callable[[ManagedTransaction], T]) -> T:
+        def run() -> T:
+            with self._session() as session:
+                return session.execute_write(fn)
+
+        return self._guard(what, run)
+
+    def _query(self, what: str, cypher: str, **params: Any) -> list[Any]:
+        return self._read(what, lambda tx: list(tx.run(cypher, params)))
+
+    def _run_schema(self, statement: str) -> None:
+        def run() -> None:
+            with self._session() as session:
+                session.run(statement).consume()
+
+        self._guard("schema setup", run)
+
+    def close(self) -> None:
+        self._driver.close()
+
+    # ------------------------------------------------------------------ version
+    @staticmethod
+    def _bump(tx: ManagedTransaction, group: str) -> None:
+        tx.run(
+            "MERGE (c:GRCounter {id: 0}) SET c.value = coalesce(c.value, 0) + 1 "
+            "MERGE (m:GRMeta {group: $g}) SET m.version = c.value",
+            g=group,
+        ).consume()
+
+    # ------------------------------------------------------------------ groups and metadata
+    def groups(self) -> list[str]:
+        rows = self._query(
+            "groups",
+            "MATCH (m:GRMeta) WHERE EXISTS { MATCH (n:GRNode {group: m.group}) } "
+            "OR EXISTS { MATCH (e:GRMetaEntry {group: m.group}) } RETURN m.group AS g ORDER BY g",
+        )
+        return [r["g"] for r in rows]
+
+    def get_meta(self, group: str, key: str) -> Any | None:
+        rows = self._query(
+            "get_meta", "MATCH (e:GRMetaEntry {group: $g, key: $k}) RETURN e.value AS v", g=group, k=key
+        )
+        return json.loads(rows[0]["v"]) if rows else None
+
+    @staticmethod
+    def _set_meta(tx: ManagedTransaction, group: str, meta: Mapping[str, Any]) -> None:
+        tx.run(
+            "UNWIND $rows AS row MERGE (e:GRMetaEntry {group: $g, key: row.k}) SET e.value = row.v",
+            g=group,
+            rows=[{"k": k, "v": json.dumps(v, ensure_ascii=False)} for k, v in meta.items()],
+        ).consume()
+
+    def set_meta(self, group: str, key: str, value: Any) -> None:
+        def work(tx: ManagedTransaction) -> None:
+            self._set_meta(tx, group, {key: value})
+            self._bump(tx, group)
+
+        self._write_tx("set_meta", work)
+
+    def version(self, group: str) -> int:
+        rows = self._query("version", "MATCH (m:GRMeta {group: $g}) RETURN m.version AS v", g=group)
+        return int(rows[0]["v"] or 0) if rows else 0
+
+    def _dims(self, group: str) -> dict[str, int]:
+        """space -> dimension of the group's vectors."""
+        rows = self._query("vector dims", "MATCH (m:GRMeta {group: $g}) RETURN properties(m) AS p", g=group)
+        if not rows:
+            return {}
+        return {k[4:]: int(v) for k, v in rows[0]["p"].items() if k.startswith("dim_")}
+
+    # ------------------------------------------------------------------ writes
+    def _ensure_vector_index(self, space: str, dim: int) -> None:
+        prop = _vec_prop(space, dim)
+        if prop in self._vector_indexes:
+            return
+        # prop is built from a validated space name and an int: safe to splice.
+        options = f"{{indexConfig: {{`vector.dimensions`: {int(dim)}, `vector.similarity_function`: 'cosine'}}}}"
+        self._run_schema(f"CREATE VECTOR INDEX gr_{prop} IF NOT EXISTS FOR (n:GRNode) ON (n.{prop}) OPTIONS {options}")
+        self._vector_indexes.add(prop)
+
+    def write(
+        self,
+        group: str,
+        nodes: Sequence[Node] = (),
+        edges: Sequence[Edge] = (),
+        vectors: VectorBatch | None = None,
+        *,
+        replace_doc: str | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> None:
+        node_rows = []
+        for n in nodes:
+            if n.group != group:
+                raise StoreError(f"node {n.id!r} belongs to group {n.group!r}, not {group!r}")
+            row: dict[str, Any] = {"id": n.id, "label": str(n.label), "doc_id": n.doc_id, "props": _dumps(n.props)}
+            for p in INDEXED_PROPS:
+                v = n.props.get(p)
+                row[p] = v if _scalar(v) else None
+            node_rows.append(row)
+        edge_rows = []
+        for e in edges:
+            if e.group != group:
+                raise StoreError(f"edge {e.src!r}->{e.dst!r} belongs to group {e.group!r}, not {group!r}")
+            t = str(e.type)
+            if t not in self._edge_types:
+                raise StoreError(
+                    f"edge type {t!r} is not in the Neo4j store's allow-list; add it with the "
+                    "backend's `extra_edge_types` setting"
+                )
+            edge_rows.append({"src": e.src, "dst": e.dst, "type": t, "doc_id": e.doc_id, "props": _dumps(e.props)})
+        vec_batches: list[tuple[str, int, list[dict[str, Any]]]] = []
+        for space, (ids, matrix) in (vectors or {}).items():
+            m = np.asarray(matrix, dtype=np.float32)
+            if m.ndim != 2 or m.shape[0] != len(ids):
+                raise StoreError(f"vectors for space {space!r}: {len(ids)} ids but matrix shape {m.shape}")
+            if not len(ids):
+                continue
+            if not np.all(np.isfinite(m)):
+                raise StoreError(f"vectors for space {space!r} contain NaN or infinity")
+            name = _space_name(space)
+            vec_batches.append((name, m.shape[1], [{"id": i, "v": m[r].tolist()} for r, i in enumerate(ids)]))
+        # Schema changes cannot share a transaction with data: create indexes first.
+        for name, dim, _ in vec_batches:
+            self._ensure_vector_index(name, dim)
+
+        def work(tx: ManagedTransaction) -> None:
+            if replace_doc is not None:
+                self._delete_doc(tx, group, replace_doc)
+            for batch in _batches(node_rows):
+                tx.run(
+                    "UNWIND $rows AS row MERGE (n:GRNode {group: $g, id: row.id}) "
+                    "SET n.label = row.label, n.doc_id = row.doc_id, n.props = row.props, "
+                    + ", ".join(f"n.p_{p} = row.{p}" for p in INDEXED_PROPS),
+                    g=group,
+                    rows=list(batch),
+                ).consume()
+            for batch in _batches(edge_rows):
+                tx.run(
+                    "UNWIND $rows AS row MATCH (a:GRNode {group: $g, id: row.src}) "
+                    "MATCH (b:GRNode {group: $g, id: row.dst}) MERGE (a)-[r:$(row.type)]->(b) "
+                    "SET r.group = $g, r.doc_id = row.doc_id, r.props = row.props",
+                    g=group,
+                    rows=list(batch),
+                ).consume()
+            for name, dim, rows in vec_batches:
+                self._check_dim(tx, group, name, dim)
+                prop = _vec_prop(name, dim)
+                for batch in _batches(rows):
+                    tx.run(
+                        f"UNWIND $rows AS row MATCH (n:GRNode {{group: $g, id: row.id}}) SET n.{prop} = row.v",
+                        g=group,
+                        rows=list(batch),
+                    ).consume()
+            if meta:
+                self._set_meta(tx, group, meta)
+            self._bump(tx, group)
+
+        self._write_tx("write", work)
+
+    @staticmethod
+    def _check_dim(tx: ManagedTransaction, group: str, space: str, dim: int) -> None:
+        rec = tx.run(
+            "MERGE (m:GRMeta {group: $g}) RETURN m[$key] AS d", g=group, key=f"dim_{space}"
+        ).single()
+        old = rec["d"] if rec else None
+        if old is not None and int(old) != dim:
+            left = tx.run(
+                f"MATCH (n:GRNode {{group: $g}}) WHERE n.{_vec_prop(space, int(old))} IS NOT NULL "
+                "RETURN count(n) AS c",
+                g=group,
+            ).single()
+            if left and left["c"]:
+                raise StoreError(
+                    f"space {space!r} of group {group!r} holds {old}-d vectors; got {dim}-d "
+                    "(re-index the group to change the embedder)"
+                )
+        tx.run("MATCH (m:GRMeta {group: $g}) SET m[$key] = $dim", g=group, key=f"dim_{space}", dim=dim).consume()
+
+    def _delete_doc(self, tx: ManagedTransaction, group: str, doc_id: str) -> int:
+        # Edges the document owns, whatever they touch (typed matches use the rel indexes).
+        tx.run(
+            "MATCH (a:GRNode {group: $g})-[r]->() WHERE r.doc_id = $d DELETE r", g=group, d=doc_id
+        ).consume()
+        rec = tx.run(
+            "MATCH (n:GRNode {group: $g, doc_id: $d}) DETACH DELETE n RETURN count(*) AS c", g=group, d=doc_id
+        ).single()
+        return int(rec["c"]) if rec else 0
+
+    def delete_document(self, group: str, doc_id: str) -> int:
+        def work(tx: ManagedTransaction) -> int:
+            removed = self._delete_doc(tx, group, doc_id)
+            self._bump(tx, group)
+            return removed
+
+        return self._write_tx("delete_document", work)
+
+    def delete_derived(
+        self,
+        group: str,
+        *,
+        labels: Collection[str] = (),
+        edge_types: Collection[str] = (),
+        edge_src_label: str | None = None,
+    ) -> None:
+        label_list = [str(x) for x in labels]
+        type_list = [str(t) for t in edge_types]
+
+        def work(tx: ManagedTransaction) -> None:
+            if label_list:
+                tx.run(
+                    "MATCH (n:GRNode {group: $g}) WHERE n.label IN $labels DETACH DELETE n",
+                    g=group,
+                    labels=label_list,
+                ).consume()
+            if type_list:
+                tx.run(
+                    "MATCH (a:GRNode {group: $g})-[r]->() WHERE type(r) IN $types "
+                    "AND ($src IS NULL OR a.label = $src) DELETE r",
+                    g=group,
+                    types=type_list,
+                    src=None if edge_src_label is None else str(edge_src_label),
+                ).consume()
+            self._bump(tx, group)
+
+        self._write_tx("delete_derived", work)
+
+    def delete_group(self, group: str) -> None:
+        # In batches: one huge transaction would need the whole group in server memory.
+        def batch(tx: ManagedTransaction) -> int:
+            rec = tx.run(
+                "MATCH (n:GRNode {group: $g}) WITH n LIMIT 5000 DETACH DELETE n RETURN count(*) AS c", g=group
+            ).single()
+            return int(rec["c"]) if rec else 0
+
+        while self._write_tx("delete_group", batch):
+            pass
+
+        def work(tx: ManagedTransaction) -> None:
+            tx.run("MATCH (e:GRMetaEntry {group: $g}) DELETE e", g=group).consume()
+            tx.run(
+                "MATCH (m:GRMeta {group: $g}) WITH m, [k IN keys(m) WHERE k STARTS WITH 'dim_'] AS ks "
+                "FOREACH (k IN ks | SET m[k] = null)",
+                g=group,
+            ).consume()
+            self._bump(tx, group)
+
+        self._write_tx("delete_group", work)
+
+    # ------------------------------------------------------------------ reads
+    @staticmethod
+    def _node(group: str, r: Any) -> Node:
+        return Node.model_construct(id=r["id"], label=r["label"], group=group, doc_id=r["doc_id"], props=_loads(r["props"]))
+
+    _NODE_COLS = "n.id AS id, n.label AS label, n.doc_id AS doc_id, n.props AS props"
+    _EDGE_COLS = "a.id AS src, type(r) AS type, b.id AS dst, r.doc_id AS doc_id, r.props AS props"
+
+    @staticmethod
+    def _edge(group: str, r: Any) -> Edge:
+        return Edge.model_construct(
+            src=r["src"], type=r["type"], dst=r["dst"], group=group, doc_id=r["doc_id"], props=_loads(r["props"])
+        )
+
+    def get_nodes(self, group: str, ids: Sequence[str]) -> list[Node]:
+        ids = list(ids)
+        if not ids:
+            return []
+        rows = self._query(
+            "get_nodes",
+            f"UNWIND $ids AS i MATCH (n:GRNode {{group: $g, id: i}}) RETURN {self._NODE_COLS}",
+            g=group,
+            ids=list(dict.fromkeys(ids)),
+        )
+        found = {r["id"]: self._node(group, r) for r in rows}
+        return [found[i] for i in ids if i in found]
+
+    def iter_nodes(self, group: str, label: str | None = None, *, doc_id: str | None = None) -> Iterator[Node]:
+        if doc_id is not None:
+            where = "MATCH (n:GRNode {group: $g, doc_id: $d}) WHERE $l IS NULL OR n.label = $l"
+        elif label is not None:
+            where = "MATCH (n:GRNode {group: $g, label: $l})"
+        else:
+            where = "MATCH (n:GRNode {group: $g})"
+        rows = self._query(
+            "iter_nodes",
+            f"{where} RETURN {self._NODE_COLS} ORDER BY id",
+            g=group,
+            l=None if label is None else str(label),
+            d=doc_id,
+        )
+        return (self._node(group, r) for r in rows)
+
+    def find_nodes(self, group: str, label: str, prop: str, values: Collection[Any]) -> list[Node]:
+        wanted = list(values)
+        if not wanted:
+            return []
+        if prop in INDEXED_PROPS and all(_scalar(v) for v in wanted):
+            # prop comes from the fixed INDEXED_PROPS tuple, never from the caller's text.
+            rows = self._query(
+                "find_nodes",
+                f"MATCH (n:GRNode {{group: $g, label: $l}}) WHERE n.p_{prop} IN $vals RETURN {self._NODE_COLS}",
+                g=group,
+                l=str(label),
+                vals=list(dict.fromkeys(wanted)),
+            )
+        else:
+            rows = self._query(
+                "find_nodes",
+                f"MATCH (n:GRNode {{group: $g, label: $l}}) RETURN {self._NODE_COLS}",
+                g=group,
+                l=str(label),
+            )
+        hashable = {v for v in wanted if _scalar(v)}
+        others = [v for v in wanted if not _scalar(v)]
+        out: dict[str, Node] = {}
+        for r in rows:
+            node = self._node(group, r)
+            if prop not in node.props:
+                continue
+            value = node.props[prop]
+            # Python equality decides, as in the embedded store (1 == 1.0 == True).
+            if (_scalar(value) and value in hashable) or any(value == o for o in others):
+                out[node.id] = node
+        return sorted(out.values(), key=lambda n: n.id)
+
+    def edges_of(
+        self,
+        group: str,
+        ids: Collection[str],
+        types: Collection[str] | None = None,
+        direction: Direction = "out",
+    ) -> list[Edge]:
+        id_list = list(dict.fromkeys(ids))
+        if not id_list or (types is not None and not types):
+            return []
+        type_list = None if types is None else [str(t) for t in types]
+        pattern = {
+            "out": "UNWIND $ids AS i MATCH (a:GRNode {group: $g, id: i})-[r]->(b)",
+            "in": "UNWIND $ids AS i MATCH (a)-[r]->(b:GRNode {group: $g, id: i})",
+            "both": "UNWIND $ids AS i MATCH (x:GRNode {group: $g, id: i})-[r]-() "
+            "WITH DISTINCT r MATCH (a)-[r]->(b)",
+        }[direction]
+        rows = self._query(
+            "edges_of",
+            f"{pattern} WHERE $types IS NULL OR type(r) IN $types "
+            f"RETURN DISTINCT elementId(r) AS rid, {self._EDGE_COLS}",
+            g=group,
+            ids=id_list,
+            types=type_list,
+        )
+        return [self._edge(group, r) for r in rows]
+
+    def iter_edges(self, group: str, types: Collection[str] | None = None) -> Iterator[Edge]:
+        if types is not None and not types:
+            return iter(())
+        rows = self._query(
+            "iter_edges",
+            f"MATCH (a:GRNode {{group: $g}})-[r]->(b) WHERE $types IS NULL OR type(r) IN $types "
+            f"RETURN {self._EDGE_COLS}",
+            g=group,
+            types=None if types is None else [str(t) for t in types],
+        )
+        return (self._edge(group, r) for r in rows)
+
+    # ------------------------------------------------------------------ vectors
+    def _exact(
+        self, group: str, prop: str, q: list[float], k: int, restrict_to: list[str] | None
+    ) -> list[tuple[str, float]]:
+        if restrict_to is not None:
+            match = f"UNWIND $ids AS i MATCH (n:GRNode {{group: $g, id: i}}) WHERE n.{prop} IS NOT NULL"
+        else:
+            match = f"MATCH (n:GRNode {{group: $g}}) WHERE n.{prop} IS NOT NULL"
+        rows = self._query(
+            "vector search",
+            f"{match} WITH n, vector.similarity.cosine(n.{prop}, $q) AS s "
+            "RETURN n.id AS id, s ORDER BY s DESC, id LIMIT $k",
+            g=group,
+            q=q,
+            k=k,
+            ids=restrict_to,
+        )
+        return [(r["id"], 2.0 * float(r["s"]) - 1.0) for r in rows]
+
+    def _count_vectors(self, group: str, prop: str) -> int:
+        rows = self._query(
+            "vector count",
+            f"MATCH (n:GRNode {{group: $g}}) WHERE n.{prop} IS NOT NULL RETURN count(n) AS c",
+            g=group,
+        )
+        return int(rows[0]["c"]) if rows else 0
+
+    def vector_search(
+        self,
+        group: str,
+        space: str,
+        vector: np.ndarray,
+        k: int,
+        *,
+        restrict_to: Collection[str] | None = None,
+    ) -> list[tuple[str, float]]:
+        from neo4j.exceptions import ClientError
+
+        if k <= 0:
+            return []
+        name = _space_name(space)
+        dim = self._dims(group).get(name)
+        if dim is None:
+            return []
+        q = np.asarray(vector, dtype=np.float32).reshape(-1)
+        if q.shape[0] != dim:
+            raise StoreError(
+                f"query vector has {q.shape[0]} dimensions; space {name!r} of group {group!r} holds {dim}"
+            )
+        norm = float(np.linalg.norm(q))
+        qv = (q / norm if norm > 0 else q).tolist()
+        prop = _vec_prop(name, dim)
+        if restrict_to is not None:
+            ids = list(dict.fromkeys(restrict_to))
+            return self._exact(group, prop, qv, k, ids) if ids else []
+        n = self._count_vectors(group, prop)
+        if n <= max(self.exact_max, k):
+            return self._exact(group, prop, qv, k, None)
+        # Large group: ask the index for more candidates than k, keep the group's.
+        fetch = k * max(self.oversample, 1)
+        for _ in range(3):
+            try:
+                rows = self._query(
+                    "vector index search",
+                    "CALL db.index.vector.queryNodes($index, $fetch, $q) YIELD node, score "
+                    "WHERE node.group = $g RETURN node.id AS id, score ORDER BY score DESC, id LIMIT $k",
+                    index=f"gr_{prop}",
+                    fetch=fetch,
+                    q=qv,
+                    g=group,
+                    k=k,
+                )
+            except StoreError as exc:
+                if isinstance(exc.__cause__, ClientError):  # index missing or not online yet
+                    break
+                raise
+            if len(rows) >= k:
+                return [(r["id"], 2.0 * float(r["score"]) - 1.0) for r in rows]
+            fetch *= 8
+        return self._exact(group, prop, qv, k, None)
+
+    def get_vectors(self, group: str, space: str, ids: Sequence[str]) -> np.ndarray:
+        name = _space_name(space)
+        dim = self._dims(group).get(name, 0)
+        out = np.zeros((len(ids), dim), dtype=np.float32)
+        if not dim or not ids:
+            return out
+        prop = _vec_prop(name, dim)
+        rows = self._query(
+            "get_vectors",
+            f"UNWIND $ids AS i MATCH (n:GRNode {{group: $g, id: i}}) WHERE n.{prop} IS NOT NULL "
+            f"RETURN n.id AS id, n.{prop} AS v",
+            g=group,
+            ids=list(dict.fromkeys(ids)),
+        )
+        found = {r["id"]: r["v"] for r in rows}
+        for row, i in enumerate(ids):
+            if i in found:
+                out[row] = np.asarray(found[i], dtype=np.float32)
+        return out
+
+    def all_vectors(self, group: str, space: str) -> tuple[list[str], np.ndarray]:
+        name = _space_name(space)
+        dim = self._dims(group).get(name, 0)
+        if not dim:
+            return [], np.zeros((0, 0), dtype=np.float32)
+        prop = _vec_prop(name, dim)
+        rows = self._query(
+            "all_vectors",
+            f"MATCH (n:GRNode {{group: $g}}) WHERE n.{prop} IS NOT NULL RETURN n.id AS id, n.{prop} AS v ORDER BY id",
+            g=group,
+        )
+        if not rows:
+            return [], np.zeros((0, dim), dtype=np.float32)
+        return [r["id"] for r in rows], np.asarray([r["v"] for r in rows], dtype=np.float32)
+
+    def counts(self, group: str) -> dict[str, dict[str, int]]:
+        nodes = self._query(
+            "counts", "MATCH (n:GRNode {group: $g}) RETURN n.label AS l, count(*) AS c", g=group
+        )
+        edges = self._query(
+            "counts", "MATCH (:GRNode {group: $g})-[r]->() RETURN type(r) AS t, count(*) AS c", g=group
+        )
+        vecs: dict[str, int] = {}
+        for space, dim in self._dims(group).items():
+            c = self._count_vectors(group, _vec_prop(space, dim))
+            if c:
+                vecs[space] = c
+        return {
+            "nodes": {r["l"]: int(r["c"]) for r in nodes},
+            "edges": {r["t"]: int(r["c"]) for r in edges},
+            "vectors": vecs,
+        }
+
+
+class Neo4jBackend(StoreBackend):
+    """Neo4j store: a Neo4j 5 server over Bolt (neo4j://, bolt://), official driver."""
+
+    name = "neo4j"
+
+    class Params(ComponentParams):
+        database: str | None = Field(None, description="Database name; None uses the server's default.")
+        exact_max: int = Field(
+            20_000, ge=0, le=10_000_000,
+            description="Groups with at most this many vectors in a space are searched exactly.",
+        )
+        oversample: int = Field(
+            10, ge=1, le=1000, description="Index candidates fetched per requested hit in large groups."
+        )
+        retry_s: float = Field(
+            30.0, ge=0.0, le=600.0, description="How long transient errors are retried (with backoff)."
+        )
+        connect_attempts: int = Field(3, ge=1, le=20, description="Connection attempts before giving up.")
+        extra_edge_types: list[str] = Field(
+            default_factory=list, description="Edge types allowed besides the built-in EdgeType names."
+        )
+
+    params: Params
+
+    @classmethod
+    def handles(cls, location: str) -> bool:
+        return location.lower().startswith(SCHEMES)
+
+    def open(self, location: str, **options: Any) -> GraphStore:
+        settings = options.pop("settings", None)
+        user = options.pop("user", None) or getattr(settings, "neo4j_user", None) or "neo4j"
+        password = options.pop("password", None) or getattr(settings, "neo4j_password", None) or ""
+        params = self.Params(**{**self.params.model_dump(), **options}) if options else self.params
+        try:
+            import neo4j  # noqa: F401
+        except ImportError as exc:  # pragma: no cover - the extra is installed in dev
+            raise StoreError("the neo4j store needs the `neo4j` package: pip install 'graphroute[neo4j]'") from exc
+        return Neo4jStore(
+            location,
+            user,
+            password,
+            database=params.database,
+            exact_max=params.exact_max,
+            oversample=params.oversample,
+            retry_s=params.retry_s,
+            connect_attempts=params.connect_attempts,
+            extra_edge_types=params.extra_edge_types,
+        )
+
+
+@hookimpl
+def register_stores() -> list[type[StoreBackend]]:
+    return [Neo4jBackend]

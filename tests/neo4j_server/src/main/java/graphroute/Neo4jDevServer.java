@@ -1,0 +1,114 @@
+package graphroute;
+
+import java.io.IOException;
+import java.net.InetSocketAddress;
+import java.net.Socket;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+import java.util.Map;
+import java.util.concurrent.CountDownLatch;
+
+import org.neo4j.dbms.api.DatabaseManagementService;
+import org.neo4j.dbms.api.DatabaseManagementServiceBuilder;
+
+/**
+ * Starts Neo4j Community (embedded) with Bolt on 127.0.0.1 for graphroute's tests.
+ *
+ * <p>Why a launcher instead of a distribution tarball: the jars come from Maven Central
+ * through Maven's own cache, so CI and developers get the same pinned 5.26 LTS with nothing
+ * else to install. Environment: NEO4J_PORT (default 7687), NEO4J_PASSWORD (default
+ * "graphroute-dev"), NEO4J_HOME_DIR (default ./run). Writes $home/ready (the Bolt address)
+ * once Bolt accepts connections; stops cleanly on SIGTERM.
+ */
+public final class Neo4jDevServer {
+    private Neo4jDevServer() {}
+
+    public static void main(String[] args) throws Exception {
+        long t0 = System.nanoTime();
+        int port = Integer.parseInt(env("NEO4J_PORT", "7687"));
+        String password = env("NEO4J_PASSWORD", "graphroute-dev");
+        Path home = Path.of(env("NEO4J_HOME_DIR", "run")).toAbsolutePath();
+        Files.createDirectories(home);
+        Path ready = home.resolve("ready");
+        Files.deleteIfExists(ready);
+
+        // Settings by name in a generated neo4j.conf: the builder's typed setters would tie
+        // this file to internal setting classes that move between releases.
+        Path conf = home.resolve("neo4j.conf");
+        Files.writeString(conf, String.join("\n",
+                "server.bolt.enabled=true",
+                "server.bolt.listen_address=127.0.0.1:" + port,
+                "server.bolt.tls_level=DISABLED",
+                "server.http.enabled=false",
+                "server.https.enabled=false",
+                "dbms.security.auth_enabled=true",
+                "server.memory.pagecache.size=256m",
+                "db.tx_log.rotation.retention_policy=2 files",
+                "dbms.usage_report.enabled=false",
+                ""), StandardCharsets.UTF_8);
+        DatabaseManagementService dbms = new DatabaseManagementServiceBuilder(home)
+                .loadPropertiesFromFile(conf)
+                .build();
+        CountDownLatch stopped = new CountDownLatch(1);
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+            try {
+                dbms.shutdown();
+            } finally {
+                try {
+                    Files.deleteIfExists(ready);
+                } catch (IOException ignored) {
+                    // best effort
+                }
+                stopped.countDown();
+            }
+        }, "neo4j-shutdown"));
+
+        try {
+            setPassword(dbms, password);
+            waitForBolt(port);
+        } catch (RuntimeException e) {
+            e.printStackTrace();
+            System.exit(1); // runs the shutdown hook; the launcher script sees the exit
+        }
+
+        Path tmp = home.resolve("ready.tmp");
+        Files.writeString(tmp, "bolt://127.0.0.1:" + port + "\n", StandardCharsets.UTF_8);
+        Files.move(tmp, ready, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
+        System.out.printf("neo4j ready on bolt://127.0.0.1:%d after %.1f s%n", port, (System.nanoTime() - t0) / 1e9);
+        System.out.flush();
+        stopped.await();
+    }
+
+    /** The known dev password, never "change required": tests and CI log in directly. */
+    private static void setPassword(DatabaseManagementService dbms, String password) {
+        try {
+            dbms.database("system").executeTransactionally(
+                    "ALTER USER neo4j SET PASSWORD $pw CHANGE NOT REQUIRED", Map.of("pw", password));
+        } catch (RuntimeException e) {
+            // a restart on an existing data dir: the password is already the one asked for
+            String msg = String.valueOf(e.getMessage());
+            if (!msg.contains("cannot be the same")) {
+                throw e;
+            }
+        }
+    }
+
+    private static void waitForBolt(int port) throws InterruptedException {
+        for (int i = 0; i < 600; i++) {
+            try (Socket s = new Socket()) {
+                s.connect(new InetSocketAddress("127.0.0.1", port), 500);
+                return;
+            } catch (IOException e) {
+                Thread.sleep(100);
+            }
+        }
+        throw new IllegalStateException("Bolt did not open on port " + port);
+    }
+
+    private static String env(String key, String fallback) {
+        String v = System.getenv(key);
+        return v == null || v.isEmpty() ? fallback : v;
+    }
+}
