@@ -538,23 +538,24 @@ def load_chunks(store: GraphStore, group: str) -> list[ChunkInput]:
         )
         for n in store.iter_nodes(group, Label.CHUNK)
     }
-    sentence_chunk: dict[str, str] = {}
-    for e in store.iter_edges(group, [EdgeType.PART_OF]):
-        if e.dst in chunks:
-            sentence_chunk[e.src] = e.dst
     rows: list[tuple[str, int, str, str]] = []
+    orphans: list[tuple[int, str, str]] = []  # sentences without a chunk_id property
     for s in store.iter_nodes(group, Label.SENTENCE):
-        cid = str(s.props.get("chunk_id") or sentence_chunk.get(s.id) or "")
+        order = s.props.get("position", s.props.get("chunk_char_offset", 0))
+        pos = int(order) if isinstance(order, int | float) else 0
+        text = str(s.props.get("text") or "")
+        cid = str(s.props.get("chunk_id") or "")
         if cid in chunks:
-            order = s.props.get("position", s.props.get("chunk_char_offset", 0))
-            rows.append(
-                (
-                    cid,
-                    int(order) if isinstance(order, int | float) else 0,
-                    s.id,
-                    str(s.props.get("text") or ""),
-                )
-            )
+            rows.append((cid, pos, s.id, text))
+        elif not cid:
+            orphans.append((pos, s.id, text))
+    if orphans:  # only then pay for a scan of PART_OF edges (sentence -> chunk)
+        sentence_chunk = {
+            e.src: e.dst for e in store.iter_edges(group, [EdgeType.PART_OF]) if e.dst in chunks
+        }
+        rows += [
+            (sentence_chunk[sid], pos, sid, t) for pos, sid, t in orphans if sid in sentence_chunk
+        ]
     for cid, _, sid, text in sorted(rows):
         chunks[cid].sentences.append((sid, text))
     return [chunks[k] for k in sorted(chunks)]
