@@ -77,6 +77,7 @@ class ServerConfig:
     index_roots: list[Path] = field(default_factory=list)  # server-side paths allowed under these
     upload_dir: Path | None = None  # where POST /index documents are written before indexing
     default_route: str = DEFAULT_ROUTE
+    preload: bool = False  # load the default group's embedder at startup, not on the first query
 
     @classmethod
     def from_env(cls, **kwargs: Any) -> "ServerConfig":
@@ -532,8 +533,20 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
                 headers={"WWW-Authenticate": "Bearer"},
             )
 
+    def warm_up() -> None:
+        try:
+            if gr.group in gr.store.groups():
+                t0 = time.perf_counter()
+                gr.services(gr.group).embedder()
+                log_event(logger, logging.INFO, "models loaded", group=gr.group,
+                          seconds=round(time.perf_counter() - t0, 2))
+        except Exception as exc:  # the first query will report it properly
+            log_event(logger, logging.WARNING, "preload failed", error=f"{type(exc).__name__}: {exc}")
+
     @contextlib.asynccontextmanager
     async def lifespan(_app: "FastAPI") -> AsyncIterator[None]:
+        if config.preload:
+            asyncio.get_running_loop().run_in_executor(pool, warm_up)  # in the background
         yield
         jobs.shutdown()
         pool.shutdown(wait=False, cancel_futures=True)
