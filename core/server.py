@@ -77,7 +77,7 @@ class ServerConfig:
     index_roots: list[Path] = field(default_factory=list)  # server-side paths allowed under these
     upload_dir: Path | None = None  # where POST /index documents are written before indexing
     default_route: str = DEFAULT_ROUTE
-    preload: bool = False  # load the default group's embedder at startup, not on the first query
+    preload: bool = False  # run the default route once at startup so the first query is not slow
 
     @classmethod
     def from_env(cls, **kwargs: Any) -> "ServerConfig":
@@ -537,8 +537,10 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
         try:
             if gr.group in gr.store.groups():
                 t0 = time.perf_counter()
-                gr.services(gr.group).embedder()
-                log_event(logger, logging.INFO, "models loaded", group=gr.group,
+                # one throw-away query loads exactly what the default route needs (embedder,
+                # spaCy, graph caches); models are cached per process, so queries reuse them
+                gr.query("warm up", route=config.default_route, group=gr.group)
+                log_event(logger, logging.INFO, "models loaded", group=gr.group, route=config.default_route,
                           seconds=round(time.perf_counter() - t0, 2))
         except Exception as exc:  # the first query will report it properly
             log_event(logger, logging.WARNING, "preload failed", error=f"{type(exc).__name__}: {exc}")

@@ -56,7 +56,7 @@ def register(app: typer.Typer) -> None:
         workers: Annotated[int, typer.Option("--query-threads", min=1, help="threads answering queries")] = 4,
         index_root: Annotated[list[Path] | None, typer.Option("--index-root", help="allow POST /index `paths` under this folder (repeatable)")] = None,
         default_route: Annotated[str, typer.Option("--route", "-r", help="route used when a query names none")] = "route1s_sentence",
-        preload: Annotated[bool, typer.Option("--preload/--no-preload", help="load the default group's models at startup")] = True,
+        preload: Annotated[bool, typer.Option("--preload/--no-preload", help="run the default route once at startup to load its models")] = True,
     ) -> None:
         """Serve the HTTP API (POST /query, /index; GET /routes, /plugins, /jobs/ID, /health)."""
         import uvicorn
