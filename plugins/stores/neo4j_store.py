@@ -32,6 +32,7 @@ import re
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import unquote
 
 import numpy as np
 from graphroute.core.components import ComponentParams, StoreBackend
@@ -128,9 +129,24 @@ class Neo4jStore(GraphStore):
         if bad:
             raise StoreError(f"edge types {bad} must match {_TYPE_RE.pattern}")
         self._vector_indexes: set[str] = set()
-        self._driver: Driver = neo4j.GraphDatabase.driver(
-            uri, auth=(user, password), max_transaction_retry_time=retry_s, connection_timeout=10.0
-        )
+        # How the last vector_search was answered: "exact", "index" or "index+exact"
+        # (the index did not yield k hits of the group); read by tests and traces.
+        self.last_search_path = ""
+        # user:password@ in the URI wins over settings; the driver never sees it (its own
+        # errors would echo the URI, password included).
+        m = re.match(r"^([^:/]+://)([^/@]*)@(.*)$", uri)
+        if m:
+            userinfo = m.group(2)
+            user, _, pw = userinfo.partition(":")
+            password = unquote(pw) if pw else password
+            user = unquote(user)
+            uri = m.group(1) + m.group(3)
+        try:
+            self._driver: Driver = neo4j.GraphDatabase.driver(
+                uri, auth=(user, password), max_transaction_retry_time=retry_s, connection_timeout=10.0
+            )
+        except Exception as exc:
+            raise StoreError(f"invalid Neo4j location {self.location}: {type(exc).__name__}") from None
         delay = 0.5
         for attempt in range(1, connect_attempts + 1):
             try:
@@ -155,6 +171,16 @@ class Neo4jStore(GraphStore):
                 raise StoreError(f"cannot connect to Neo4j at {self.location}: {exc}") from None
         for statement in _SCHEMA:
             self._run_schema(statement)
+        # Edge ownership lookups (replace_doc, delete_document) seek a per-type relationship
+        # index instead of expanding every edge of the group. Types are allow-listed above.
+        for t in sorted(self._edge_types):
+            self._run_schema(
+                f"CREATE INDEX gr_rel_doc_{t.lower()} IF NOT EXISTS FOR ()-[r:`{t}`]-() ON (r.group, r.doc_id)"
+            )
+        self._delete_owned_edges = " ".join(
+            f"CALL {{ MATCH ()-[r:`{t}`]->() WHERE r.group = $g AND r.doc_id = $d DELETE r }}"
+            for t in sorted(self._edge_types)
+        ) + " RETURN 1"
 
     # ------------------------------------------------------------------ plumbing
     def _session(self) -> Any:
@@ -369,10 +395,8 @@ class Neo4jStore(GraphStore):
         tx.run("MATCH (m:GRMeta {group: $g}) SET m[$key] = $dim", g=group, key=f"dim_{space}", dim=dim).consume()
 
     def _delete_doc(self, tx: ManagedTransaction, group: str, doc_id: str) -> int:
-        # Edges the document owns, whatever they touch (typed matches use the rel indexes).
-        tx.run(
-            "MATCH (a:GRNode {group: $g})-[r]->() WHERE r.doc_id = $d DELETE r", g=group, d=doc_id
-        ).consume()
+        # Edges the document owns, whatever they touch (one index seek per allowed type).
+        tx.run(self._delete_owned_edges, g=group, d=doc_id).consume()
         rec = tx.run(
             "MATCH (n:GRNode {group: $g, doc_id: $d}) DETACH DELETE n RETURN count(*) AS c", g=group, d=doc_id
         ).single()
@@ -607,9 +631,11 @@ class Neo4jStore(GraphStore):
         prop = _vec_prop(name, dim)
         if restrict_to is not None:
             ids = list(dict.fromkeys(restrict_to))
+            self.last_search_path = "exact"
             return self._exact(group, prop, qv, k, ids) if ids else []
         n = self._count_vectors(group, prop)
         if n <= max(self.exact_max, k):
+            self.last_search_path = "exact"
             return self._exact(group, prop, qv, k, None)
         # Large group: ask the index for more candidates than k, keep the group's.
         fetch = k * max(self.oversample, 1)
@@ -630,8 +656,10 @@ class Neo4jStore(GraphStore):
                     break
                 raise
             if len(rows) >= k:
+                self.last_search_path = "index"
                 return [(r["id"], 2.0 * float(r["score"]) - 1.0) for r in rows]
             fetch *= 8
+        self.last_search_path = "index+exact"
         return self._exact(group, prop, qv, k, None)
 
     def get_vectors(self, group: str, space: str, ids: Sequence[str]) -> np.ndarray:

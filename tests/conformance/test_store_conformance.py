@@ -228,6 +228,8 @@ def test_delete_document(store: GraphStore, group: str) -> None:
     ent = Node(id="ent", label=Label.ENTITY, group=group, props={"name": "X"})
     store.write(group, [ent], [Edge(src="d1/s/0", dst="ent", type=EdgeType.MENTIONS, group=group),
                                Edge(src="d2/s/0", dst="ent", type=EdgeType.MENTIONS, group=group)])
+    # an edge d1 owns although it touches only d2's nodes: it goes with d1
+    store.write(group, edges=[Edge(src="d2/s/0", dst="d2/s/2", type=EdgeType.RELATED_TO, group=group, doc_id="d1")])
     removed = store.delete_document(group, "d1")
     assert removed == len(n1)
     assert store.get_nodes(group, [n.id for n in n1]) == []

@@ -44,6 +44,8 @@ public final class Neo4jDevServer {
                 "server.http.enabled=false",
                 "server.https.enabled=false",
                 "dbms.security.auth_enabled=true",
+                // tests try a wrong password on purpose: never lock the dev user out
+                "dbms.security.auth_max_failed_attempts=0",
                 "server.memory.pagecache.size=256m",
                 "db.tx_log.rotation.retention_policy=2 files",
                 "dbms.usage_report.enabled=false",

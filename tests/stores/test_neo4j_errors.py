@@ -1,0 +1,120 @@
+"""Neo4j backend: clear errors for an unreachable server and wrong credentials, and the
+large-group vector path (index query + group filter + exact fallback) on the real server."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+import uuid
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+from graphroute.core.engine import open_store
+from graphroute.core.models import Label, Node, VectorSpace
+from graphroute.core.settings import Settings
+from graphroute.core.store import GraphStore, StoreError
+from graphroute.plugins.stores.neo4j_store import Neo4jBackend, Neo4jStore
+
+NEO4J_URI = os.environ.get("NEO4J_URI", "bolt://127.0.0.1:7687")
+PASSWORD = os.environ.get("NEO4J_PASSWORD") or "graphroute-dev"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def server_up() -> bool:
+    host, port = NEO4J_URI.split("://", 1)[1].rsplit(":", 1)
+    try:
+        with socket.create_connection((host, int(port)), timeout=2):
+            return True
+    except OSError:
+        return False
+
+
+needs_server = pytest.mark.skipif(
+    os.environ.get("CI") != "true" and not server_up(),
+    reason="Neo4j not reachable; run `make neo4j-up` (in CI these tests must run)",
+)
+
+
+def test_unreachable_server_is_a_clear_store_error() -> None:
+    uri = f"bolt://127.0.0.1:{free_port()}"
+    t0 = time.monotonic()
+    with pytest.raises(StoreError) as err:
+        open_store(uri, settings=Settings(neo4j_password="s3cret-not-shown"))
+    message = str(err.value)
+    assert uri in message and "unreachable" in message
+    assert "s3cret-not-shown" not in message
+    assert time.monotonic() - t0 < 60  # gives up after its bounded retries
+
+
+def test_uri_credentials_never_appear_in_messages() -> None:
+    port = free_port()
+    with pytest.raises(StoreError) as err:
+        Neo4jBackend(Neo4jBackend.Params(connect_attempts=1)).open(
+            f"neo4j://neo4j:hunter22@127.0.0.1:{port}", settings=Settings(neo4j_password="x")
+        )
+    assert "hunter22" not in str(err.value) and f"127.0.0.1:{port}" in str(err.value)
+
+
+def test_unknown_scheme_is_not_neo4j() -> None:
+    assert Neo4jBackend.handles("bolt://h:7687") and Neo4jBackend.handles("neo4j+s://h")
+    assert not Neo4jBackend.handles("/tmp/store") and not Neo4jBackend.handles("http://h")
+
+
+@needs_server
+def test_wrong_password_is_a_clear_store_error() -> None:
+    with pytest.raises(StoreError) as err:
+        open_store(NEO4J_URI, settings=Settings(neo4j_user="neo4j", neo4j_password="definitely-wrong-pw"))
+    message = str(err.value)
+    assert "credentials" in message and NEO4J_URI in message
+    assert "definitely-wrong-pw" not in message
+
+
+@pytest.fixture
+def index_store() -> Iterator[GraphStore]:
+    """A store that never takes the exact path for whole groups: exercises the index."""
+    store = Neo4jBackend(Neo4jBackend.Params(exact_max=0, oversample=2)).open(
+        NEO4J_URI, settings=Settings(neo4j_password=PASSWORD)
+    )
+    yield store
+    store.close()
+
+
+@needs_server
+def test_index_path_keeps_k_hits_for_a_crowded_small_group(index_store: GraphStore) -> None:
+    assert isinstance(index_store, Neo4jStore)
+    big, small = f"idx-big-{uuid.uuid4().hex[:8]}", f"idx-small-{uuid.uuid4().hex[:8]}"
+    rng = np.random.default_rng(0)
+    dim = 24
+    q = rng.normal(size=dim).astype(np.float32)
+    q /= np.linalg.norm(q)
+    near = q + 0.05 * rng.normal(size=(1500, dim)).astype(np.float32)
+    near /= np.linalg.norm(near, axis=1, keepdims=True)
+    rand = rng.normal(size=(12, dim)).astype(np.float32)
+    rand /= np.linalg.norm(rand, axis=1, keepdims=True)
+    try:
+        big_ids = [f"b{i}" for i in range(len(near))]
+        index_store.write(big, [Node(id=i, label=Label.CHUNK, group=big) for i in big_ids],
+                          vectors={VectorSpace.CHUNK: (big_ids, near)})
+        small_ids = [f"s{i}" for i in range(len(rand))]
+        index_store.write(small, [Node(id=i, label=Label.CHUNK, group=small) for i in small_ids],
+                          vectors={VectorSpace.CHUNK: (small_ids, rand)})
+        # the index's nearest candidates are all of the big group: the fallback must answer
+        hits = index_store.vector_search(small, VectorSpace.CHUNK, q, 5)
+        assert index_store.last_search_path == "index+exact"
+        assert [h[0] for h in hits] == [small_ids[j] for j in np.argsort(-(rand @ q))[:5]]
+        np.testing.assert_allclose([h[1] for h in hits], np.sort(rand @ q)[::-1][:5], atol=1e-5)
+        # the big group itself is answered by the index (approximate, but near-exact here)
+        hits = index_store.vector_search(big, VectorSpace.CHUNK, q, 10)
+        assert index_store.last_search_path == "index"
+        exact = {big_ids[j] for j in np.argsort(-(near @ q))[:10]}
+        assert len(hits) == 10 and len(exact & {h[0] for h in hits}) >= 8
+    finally:
+        index_store.delete_group(big)
+        index_store.delete_group(small)
