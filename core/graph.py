@@ -16,6 +16,7 @@ import scipy.sparse as sp
 
 from .store import GraphStore
 
+
 @dataclass(frozen=True)
 class GraphView:
     """Node ids, their row index, and a symmetric CSR adjacency with summed edge weights."""

@@ -3,9 +3,17 @@ exactly like a third-party plugin)."""
 
 from __future__ import annotations
 
+from graphroute.core import (
+    Evidence,
+    QueryState,
+    Slot,
+    Stage,
+    StageContext,
+    StageKind,
+    StageParams,
+    hookimpl,
+)
 from pydantic import Field
-
-from graphroute.core import Evidence, QueryState, Slot, Stage, StageContext, StageKind, StageParams, hookimpl
 
 
 class FixedEvidence(Stage):

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from graphroute.core.config import (
     RouteConfigError,
     apply_overrides,
@@ -20,6 +19,7 @@ from graphroute.core.config import (
     resolve_route,
 )
 from graphroute.core.registry import Registry, build_registry
+
 from tests.engine import stages as test_stages
 
 

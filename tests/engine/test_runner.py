@@ -7,7 +7,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from graphroute.core.config import load_route, overrides_from_cli
 from graphroute.core.engine import open_store
 from graphroute.core.models import Evidence
@@ -16,6 +15,7 @@ from graphroute.core.runner import merge_states, run_route
 from graphroute.core.services import Services
 from graphroute.core.stage import QueryState
 from graphroute.core.store import GraphStore
+
 from tests.engine import stages as test_stages
 
 

@@ -6,11 +6,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import yaml
+from graphroute.core.config import (
+    RouteConfigError,
+    load_route,
+    overrides_from_cli,
+    overrides_from_mapping,
+)
+from graphroute.core.registry import build_registry
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from graphroute.core.config import RouteConfigError, load_route, overrides_from_cli, overrides_from_mapping
-from graphroute.core.registry import build_registry
 from tests.engine import stages as test_stages
 
 REGISTRY = build_registry(extra_plugins=[test_stages])
