@@ -349,16 +349,18 @@ class Indexer:
         tp = te = tw = 0.0
         limits = self._limits()
         if loaded:
-            with _bar("parse + embed + write documents", len(loaded)) as b:
+            with _phase_bars(("parse", "embed", "write"), len(loaded)) as bars:
                 for i in range(0, len(loaded), DOC_BATCH):
                     batch = loaded[i : i + DOC_BATCH]
                     t = time.perf_counter()
                     plans = [plan_document(d, doc_id_for(d.source)) for d in batch]
                     skels = skeletons(plans, self.segmenter().split, self.group, limits)
                     tp += time.perf_counter() - t
+                    bars["parse"].advance(len(batch))
                     t = time.perf_counter()
                     vecs = self._embed(skels)
                     te += time.perf_counter() - t
+                    bars["embed"].advance(len(batch))
                     t = time.perf_counter()
                     fresh_nodes: list[Any] = []
                     fresh_edges: list[Any] = []
@@ -389,7 +391,7 @@ class Indexer:
                             meta={DOCUMENTS_META: documents},
                         )
                     tw += time.perf_counter() - t
-                    b.advance(len(batch))
+                    bars["write"].advance(len(batch))
         report.timings.update(parse=tp, embed=te, write=tw)
         report.indexed = len(changed)
         report.parse = parse_stats
@@ -516,8 +518,30 @@ def _llm_factory(settings: Settings, registry: Registry) -> Callable[[], LLMClie
 
 
 @contextmanager
-def _bar(description: str, total: int) -> Iterator[Any]:
-    from .progress import bar
+def _phase_bars(phases: tuple[str, ...], total: int) -> Iterator[dict[str, Any]]:
+    """One live display with a bar per phase (documents parsed, embedded, written).
 
-    with bar(description, total) as b:
-        yield b
+    rich allows one live display at a time, so the phases share one ``Progress`` instead of
+    nesting :func:`graphroute.core.progress.bar` calls; same look, same on/off switch.
+    """
+    from .progress import Bar, enabled
+
+    if not enabled():
+        yield {p: Bar(None, None) for p in phases}
+        return
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    progress = Progress(
+        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+        TimeElapsedColumn(), TimeRemainingColumn(), console=Console(stderr=True),
+    )
+    with progress:
+        yield {p: Bar(progress, progress.add_task(f"{p} documents", total=total)) for p in phases}
