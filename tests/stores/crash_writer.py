@@ -7,6 +7,7 @@ before each write and "gen <g>" after its commit. Usage: python crash_writer.py 
 
 from __future__ import annotations
 
+import itertools
 import sys
 
 import numpy as np
@@ -28,7 +29,7 @@ def generation(gen: int) -> tuple[list[Node], list[Edge], dict[str, tuple[list[s
     nodes += [Node(id=i, label=Label.SENTENCE, group=GROUP, doc_id="doc", props={"gen": gen, "text": "x" * 200})
               for i in ids]
     edges = [Edge(src=a, dst=b, type=EdgeType.NEXT, group=GROUP, doc_id="doc", props={"gen": gen})
-             for a, b in zip(ids, ids[1:], strict=False)]
+             for a, b in itertools.pairwise(ids)]
     vecs = np.full((n, DIM), float(gen), dtype=np.float32)
     return nodes, edges, {VectorSpace.SENTENCE: (ids, vecs)}
 

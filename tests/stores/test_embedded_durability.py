@@ -86,7 +86,7 @@ def test_kill_9_mid_write_leaves_previous_state_and_next_run_completes(tmp_path:
     assert interrupted >= 2, interrupted
     # the next (uninterrupted) run completes
     proc = start_writer(path, gen, gen + 2)
-    out, err = proc.communicate(timeout=300)
+    _out, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err
     with open_store(str(path)) as store:
         assert check_consistent(store) == gen + 1
