@@ -8,7 +8,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install demo test lint typecheck unit docs neo4j-up neo4j-down clean bench
+.PHONY: install demo test lint typecheck unit docs neo4j-up neo4j-down clean bench perf
 
 $(VENV)/.installed-$(EXTRAS): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -56,6 +56,13 @@ docs: install
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict -f docs/mkdocs.yml
 
 test: lint typecheck docs unit
+
+# Performance figures against the models' own cost (docs/performance.md): a table on stdout,
+# the full result in .graphroute/perf.json. PERF_ARGS=--quick for a smoke run; the Neo4j
+# part uses the project's server when it runs (`make neo4j-up`) and is skipped otherwise.
+PERF_ARGS ?=
+perf: install
+	$(VENV)/bin/graphroute perf $(PERF_ARGS)
 
 clean:
 	rm -rf $(VENV) .typecheck build *.egg-info .pytest_cache .mypy_cache .ruff_cache

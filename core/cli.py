@@ -287,7 +287,7 @@ def demo(
 
 # Command groups that live in their own modules (benchmarks, server, scaffolding); each
 # module exposes ``register(app)``.
-SUBCOMMAND_MODULES = ("graphroute.core.bench_cli", "graphroute.core.server_cli")
+SUBCOMMAND_MODULES = ("graphroute.core.bench_cli", "graphroute.core.server_cli", "graphroute.core.perf_cli")
 
 
 def _register_subcommands() -> None:

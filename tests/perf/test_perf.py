@@ -1,0 +1,143 @@
+"""Correctness of the benchmark code (never its timings): the synthetic corpus, the model-
+input recorder, the write part on a real embedded store, verdicts and the JSON shape."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from graphroute.core import perf as P
+
+
+def test_synthetic_corpus_is_deterministic_exact_and_grouped() -> None:
+    a = P.synthetic_corpus(500, groups=4, seed=3)
+    b = P.synthetic_corpus(500, groups=4, seed=3)
+    assert a == b
+    assert sum(len(p.sentences) for p in a) == 500
+    assert {p.group for p in a} == {0, 1, 2, 3}
+    assert P.synthetic_corpus(500, groups=4, seed=4) != a
+
+
+def test_synthetic_groups_share_entities_inside_never_across() -> None:
+    corpus = P.synthetic_corpus(2_000, groups=3)
+    topics = P._topics(3, 7)
+    for p in corpus:
+        own = topics[p.group]
+        others = [t for t in topics if t is not own]
+        text = p.text
+        assert any(name in text for name in own.people + own.places)
+        assert not any(name in text for t in others for name in t.people)
+    # a person recurs across documents of its group (the entity graph has something to link)
+    first = topics[0].people[0]
+    assert sum(first in p.text for p in corpus if p.group == 0) >= 2
+
+
+def test_synthetic_sentences_pass_the_skeleton_noise_filters() -> None:
+    for p in P.synthetic_corpus(300, groups=2):
+        for s in p.sentences:
+            assert s.endswith(".") and len(s) >= 12 and len(s.split()) >= 3
+
+
+def test_questions_are_deterministic_and_sized() -> None:
+    corpus = P.synthetic_corpus(400, groups=2)
+    q = P.synthetic_questions(corpus, 7)
+    assert q == P.synthetic_questions(corpus, 7) and len(q) == 7
+    assert P.synthetic_questions([], 3) == []
+
+
+def test_corpus_json_is_what_the_json_loader_reads(tmp_path: Path) -> None:
+    from graphroute.plugins.loaders.files import JsonCorpusLoader
+
+    corpus = P.synthetic_corpus(50, groups=2)
+    path = P.write_corpus_json(corpus, tmp_path / "c.json")
+    docs = list(JsonCorpusLoader().load(path))
+    assert [d.title for d in docs] == [p.title for p in corpus]
+
+
+def test_percentile_and_summary() -> None:
+    assert P.percentile([], 50) == 0.0
+    assert P.percentile([5.0], 95) == 5.0
+    assert P.percentile([1, 2, 3, 4], 50) == 2.5
+    assert P.percentile([1, 2, 3, 4, 100], 100) == 100
+    s = P.summary([3.0, 1.0, 2.0])
+    assert s["n"] == 3 and s["p50"] == 2.0
+
+
+def test_recorder_keeps_the_texts_the_models_got_and_restores_the_methods() -> None:
+    from graphroute.plugins.embedders.local import LocalEmbedder
+    from graphroute.plugins.segmenters.spacy_segmenter import SpacySegmenter
+
+    before = LocalEmbedder.__dict__["embed"], SpacySegmenter.__dict__["split"]
+    with P.record_model_inputs() as rec:
+        spans = SpacySegmenter().split(["Contoso Ltd. is at P.O. Box 123, FL. It ships goods."])
+        vecs = LocalEmbedder().embed(["[Document: a | Section: a] hello there world"])
+    assert (LocalEmbedder.__dict__["embed"], SpacySegmenter.__dict__["split"]) == before
+    assert len(spans[0]) == 2 and vecs.shape == (1, 384)
+    assert rec.segment == ["Contoso Ltd. is at P.O. Box 123, FL. It ships goods."]
+    assert rec.embed == ["[Document: a | Section: a] hello there world"]
+    assert rec.extract == []
+
+
+def test_offline_routes_are_shipped_and_llm_free() -> None:
+    routes = P.offline_routes()
+    assert "route1_vector" in routes and "route2_local" in routes
+    from graphroute.core.config import load_route_file
+
+    for r in routes:
+        assert not any(u.startswith("llm_") for u in P._uses(load_route_file(r)))
+
+
+def test_write_part_on_a_real_embedded_store(tmp_path: Path) -> None:
+    res = P.part_write({"store": str(tmp_path / "s"), "group": "w", "cache": str(tmp_path / "c"),
+                        "sentences": 200, "groups": 2})
+    assert res["sentences"] == 200 == res["stored_sentences"]
+    assert res["nodes"] > res["sentences"] and res["edges"] > 0 and res["sentences_per_s"] > 0
+    from graphroute.core.engine import open_store
+
+    store = open_store(str(tmp_path / "s"))
+    assert store.counts("w").get("nodes", {}) == {}  # the part removes what it wrote
+    store.close()
+
+
+def _fake_result() -> dict:
+    route = {"wall_ms": {"p50": 40.0, "p95": 60.0}, "stages_ms": {"a": {"p50": 30.0, "p95": 50.0}}}
+    return {
+        "index": {"ratio": 1.4, "reindex_s": 2.0, "raw": {"embed_s": 1.0}, "wall_s": 3.0},
+        "query": {"raw_embed_ms": {"p50": 20.0}, "routes": {"r1": route}},
+        "scale": {"sizes": {"10": {"peak_rss_mb": 900.0}, "20": {"peak_rss_mb": 950.0}},
+                  "query": {"routes": {"r1": {"wall_ms": {"p50": 130.0, "p95": 200.0}}}, "peak_rss_mb": 1000.0}},
+        "neo4j": {"write_embedded": {"sentences_per_s": 9000.0}, "skipped": "no server"},
+    }
+
+
+def test_verdicts_judge_each_target() -> None:
+    v = P.verdicts(_fake_result())
+    assert v["index_ratio"]["holds"] is False
+    assert v["reindex_s"]["holds"] is True
+    assert v["query_p50_over_embed_ms:r1"]["value"] == 20.0 and v["query_p50_over_embed_ms:r1"]["holds"] is False
+    assert v["scale_query_factor:r1"]["value"] == 3.25 and v["scale_query_factor:r1"]["holds"] is False
+    assert v["scale_peak_rss_mb"]["value"] == 1000.0 and v["scale_peak_rss_mb"]["holds"] is True
+    assert v["write_embedded_sentences_per_s"]["holds"] is True
+    assert v["write_neo4j_sentences_per_s"]["holds"] is None
+
+
+def test_table_names_every_figure_and_verdict() -> None:
+    r = _fake_result()
+    r["verdicts"] = P.verdicts(r)
+    names = [row[0] for row in P.table_rows(r)]
+    assert "index: ratio wall / raw" in names and "query r1 ms p50 / p95" in names
+    assert "target index_ratio" in names and ("neo4j", "skipped", "no server") in P.table_rows(r)
+    json.dumps(r)  # the result is plain JSON
+
+
+def test_quick_config_shrinks_every_part() -> None:
+    q, full = P.PerfConfig.quick_config(), P.PerfConfig()
+    assert q.quick and q.passages and q.passages < 1890
+    assert q.scale_sentences[1] < full.scale_sentences[1] and q.write_sentences < full.write_sentences
+    assert full.scale_sentences[1] == 100_000
+
+
+@pytest.mark.parametrize("argv", [[], ["part", "nope", "{}"]])
+def test_part_entry_point_rejects_bad_usage(argv: list[str]) -> None:
+    assert P._main(argv) == 2
