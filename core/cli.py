@@ -314,7 +314,11 @@ def main(argv: list[str] | None = None) -> None:
     try:
         _register_subcommands()
         _register_plugin_commands()
-        app(args=argv, standalone_mode=False)
+        # standalone_mode=False makes click *return* the code of a `typer.Exit(n)` raised in
+        # a command instead of raising it: pass it on, or every failure would exit 0
+        rv = app(args=argv, standalone_mode=False)
+        if isinstance(rv, int) and not isinstance(rv, bool) and rv != 0:
+            sys.exit(rv)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except RouteConfigError as exc:
