@@ -195,8 +195,13 @@ def index(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Index documents: load, parse into the skeleton, embed, build edges and the entity graph."""
+    from .indexing import IndexProfileError
+
     gr = engine(store, group)
-    report = gr.index(paths, profile=profile, remove_missing=remove_missing)
+    try:
+        report = gr.index(paths, profile=profile, remove_missing=remove_missing)
+    except IndexProfileError as exc:  # a config problem, like a bad route: exit 2
+        raise UserError(f"index profile error: {exc}", code=2) from None
     data = report.to_json() if hasattr(report, "to_json") else report
     if sweep_thresholds:
         from .sweep import threshold_sweep

@@ -81,12 +81,59 @@ def load_index_profile(name_or_path: str | None) -> IndexProfile:
         p = builtin_index_profiles_dir() / f"{name_or_path}.yaml"
     if not p.is_file():
         known = sorted(f.stem for f in builtin_index_profiles_dir().glob("*.yaml"))
-        raise IndexProfileError(f"unknown index profile {name_or_path!r}; shipped profiles: {', '.join(known)}")
+        raise IndexProfileError(
+            f"unknown index profile {name_or_path!r}\n  fix: use one of the shipped profiles "
+            f"({', '.join(known)}) or the path of a profile YAML file"
+        )
+    from .config import _LineLoader, _strip_lines
+
     try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
-        return IndexProfile.model_validate(data)
-    except (yaml.YAMLError, ValidationError) as exc:
-        raise IndexProfileError(f"{p}: invalid index profile: {exc}") from None
+        data = yaml.load(p.read_text(encoding="utf-8"), Loader=_LineLoader)  # a SafeLoader subclass
+    except (OSError, UnicodeDecodeError) as exc:
+        raise IndexProfileError(f"{p}: cannot read index profile: {exc}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{p}:{mark.line + 1}" if mark is not None else str(p)
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise IndexProfileError(f"{where}: malformed YAML: {problem}\n  fix: fix the YAML syntax") from None
+    try:
+        return IndexProfile.model_validate(_strip_lines(data))
+    except ValidationError as exc:
+        raise IndexProfileError(_explain_profile_error(p, data, exc)) from None
+
+
+def _explain_profile_error(path: Path, data: Any, exc: ValidationError) -> str:
+    """``file:line: `parse.max_file_mb`: <problem> (got -1)`` plus the valid fields, like
+    route config errors (pydantic's own text is long and ends in a URL)."""
+    from .config import LINE_KEY, _strip_lines
+
+    err = exc.errors()[0]
+    loc = [str(x) for x in err["loc"]]
+    line, node = None, data
+    for part in err["loc"]:
+        if isinstance(node, dict) and LINE_KEY in node:
+            line = node[LINE_KEY]
+        found = (isinstance(node, dict) and part in node) or (
+            isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)
+        )
+        if not found:
+            break
+        node = node[part]
+    if isinstance(node, dict) and LINE_KEY in node:
+        line = node[LINE_KEY]
+    where = f"{path}:{line}" if line else str(path)
+    got = "" if err["type"] == "missing" else f" (got {_strip_lines(err.get('input'))!r})"
+    if loc[:1] == ["parse"]:
+        section, fields = "parse settings", ", ".join(ParseSettings.model_fields)
+    elif loc[:1] in (["steps"], ["segmenter"], ["embedder"]) and len(loc) > 1:
+        section, fields = f"each entry of `{loc[0]}` has", "use, with, enabled"
+    else:
+        section, fields = "index profile fields", ", ".join(IndexProfile.model_fields)
+    more = f" ({len(exc.errors()) - 1} more problem(s) after this one)" if len(exc.errors()) > 1 else ""
+    return (
+        f"{where}: invalid index profile: `{'.'.join(loc) or '(top level)'}`: {err['msg']}{got}{more}\n"
+        f"  fix: {section}: {fields}; routes/index/default.yaml shows each with its default"
+    )
 
 
 @dataclass
