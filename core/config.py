@@ -107,6 +107,8 @@ class StageSpec(BaseModel):
     after: str | None = None
     before: str | None = None
     line: int | None = Field(default=None, alias=LINE_KEY, exclude=True)
+    # the file this entry (and ``line``) comes from: an inherited stage lives in the parent
+    source: str | None = Field(default=None, exclude=True)
 
     @field_validator("with_", mode="before")
     @classmethod
@@ -251,9 +253,12 @@ def parse_route_text(text: str, source: str) -> RouteConfig:
     if stages is not None and not isinstance(stages, list):
         raise RouteConfigError("`stages` must be a list", file=source, line=data.get(LINE_KEY), fix="write `stages:` followed by `- use: ...` items")
     try:
-        return RouteConfig.model_validate({**data, "source": source})
+        cfg = RouteConfig.model_validate({**data, "source": source})
     except ValidationError as exc:
         raise _config_validation_error(exc, data, source) from None
+    for spec in cfg.iter_stages():
+        spec.source = source
+    return cfg
 
 
 def _config_validation_error(exc: ValidationError, data: dict[str, Any], source: str) -> RouteConfigError:
@@ -352,7 +357,7 @@ def _apply_extends(parent: RouteConfig, child: RouteConfig) -> RouteConfig:
                 target.enabled = ce.enabled
             if "with_" in fields:
                 target.with_ = {**target.with_, **ce.with_}
-            target.line = ce.line
+            target.line, target.source = ce.line, ce.source
             continue
         if target is not None and isinstance(ce, ParallelSpec) and i is not None:
             entries[i] = ce
@@ -388,13 +393,13 @@ def _check_unique_ids(cfg: RouteConfig) -> None:
     for s in cfg.iter_stages():
         if s.use is None:
             raise RouteConfigError(
-                "stage entry has no `use`", file=cfg.source, line=s.line, stage=s.key,
+                "stage entry has no `use`", file=s.source or cfg.source, line=s.line, stage=s.key,
                 fix="name a registered stage with `use:` (`graphroute plugins` lists them)",
             )
         if s.key in seen:
             raise RouteConfigError(
                 f"duplicate stage id '{s.key}' (also at line {seen[s.key].line})",
-                file=cfg.source, line=s.line, stage=s.key,
+                file=s.source or cfg.source, line=s.line, stage=s.key,
                 fix="give one of them a distinct `id:`",
             )
         seen[s.key] = s
@@ -588,7 +593,7 @@ def _resolve_stage(spec: StageSpec, cfg: RouteConfig, registry: Registry) -> Res
         close = difflib.get_close_matches(spec.use, registry.stages.names(), n=3)
         hint = f"did you mean {', '.join(close)}? " if close else ""
         raise RouteConfigError(
-            f"unknown stage `{spec.use}`", file=cfg.source, line=spec.line, stage=spec.key,
+            f"unknown stage `{spec.use}`", file=spec.source or cfg.source, line=spec.line, stage=spec.key,
             fix=f"{hint}`graphroute plugins` lists the registered stages; install the plugin that provides it",
         ) from None
     try:
@@ -602,7 +607,7 @@ def _resolve_stage(spec: StageSpec, cfg: RouteConfig, registry: Registry) -> Res
         else:
             msg = f"bad value for `{pname}` of stage `{spec.use}`: {err['msg']} (got {err.get('input')!r})"
         raise RouteConfigError(
-            msg, file=cfg.source, line=spec.line, stage=spec.key,
+            msg, file=spec.source or cfg.source, line=spec.line, stage=spec.key,
             fix=f"parameters of `{spec.use}`: {fields or 'none'}",
         ) from None
     spec.with_ = params.model_dump(mode="json")
@@ -628,7 +633,7 @@ def _check_order(
         if after_synth and Slot.ANSWER not in rs.cls.consumes:
             raise RouteConfigError(
                 f"stage `{rs.spec.use}` comes after the synthesizer '{after_synth[0]}', which has already answered",
-                file=cfg.source, line=rs.spec.line, stage=rs.spec.key,
+                file=rs.spec.source or cfg.source, line=rs.spec.line, stage=rs.spec.key,
                 fix=f"move '{rs.spec.key}' before '{after_synth[0]}'",
             )
         missing = [s for s in rs.cls.consumes if s not in available]
@@ -642,7 +647,7 @@ def _check_order(
                 fix = f"put '{rs.spec.key}' after a stage that produces `{slot.value}`" + (f", e.g. {', '.join(makers)}" if makers else "")
             raise RouteConfigError(
                 f"`{rs.spec.use}` needs `{slot.value}` but no earlier enabled stage produces it",
-                file=cfg.source, line=rs.spec.line, stage=rs.spec.key, fix=fix,
+                file=rs.spec.source or cfg.source, line=rs.spec.line, stage=rs.spec.key, fix=fix,
             )
         available.update(rs.cls.produces)
         if rs.cls.kind == StageKind.SYNTHESIZER:
