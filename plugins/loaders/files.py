@@ -56,6 +56,9 @@ def read_text(path: Path, max_file_mb: float) -> str:
         raw = path.read_bytes()
     except OSError as exc:
         raise LoaderError(f"{path}: cannot read file ({exc.strerror or exc})") from None
+    if raw[:2] in (b"\xff\xfe", b"\xfe\xff") or raw[:4] == b"\x00\x00\xfe\xff":
+        # UTF-16/32 text is full of NUL bytes: without this check it would be called binary
+        raise LoaderError(f"{path}: UTF-16/UTF-32 text (byte-order mark), not UTF-8; re-save the file as UTF-8")
     if b"\x00" in raw[:8192]:
         raise LoaderError(f"{path}: binary file (contains NUL bytes), not text")
     try:
