@@ -13,6 +13,7 @@ only; paragraphs and table rows become sentences.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
@@ -454,7 +455,10 @@ class PdfLoader(Loader):
         except Exception as exc:
             raise LoaderError(f"{path}: unreadable PDF ({type(exc).__name__}: {exc})") from None
         finally:
-            pdf.close()
+            # pdfplumber's close() walks the page tree again: on a broken file it raises the
+            # parser's error a second time, which would replace the LoaderError above
+            with contextlib.suppress(Exception):
+                pdf.close()
         if not any(pages) and not any(tables):
             raise LoaderError(f"{path}: no text layer (scanned PDF?); run OCR first")
         blocks = self._blocks(pages, tables)
