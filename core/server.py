@@ -469,7 +469,10 @@ def write_uploads(directory: Path, documents: list[IndexDocument]) -> list[Path]
     for doc in documents:
         p = directory / f"{_slug(doc.title)}.md"
         title = " ".join(doc.title.split())
-        p.write_text(f"---\ntitle: {title}\n---\n\n{doc.text.strip()}\n", encoding="utf-8")
+        # quoted (a JSON string is a YAML double-quoted scalar) so quotes, colons and
+        # brackets in the title come back verbatim
+        quoted = json.dumps(title, ensure_ascii=False)
+        p.write_text(f"---\ntitle: {quoted}\n---\n\n{doc.text.strip()}\n", encoding="utf-8")
         paths.append(p)
     return paths
 

@@ -143,7 +143,7 @@ def parse_markdown(text: str) -> tuple[list[Block], dict[str, str]]:
                     if ":" in fm:
                         k, v = fm.split(":", 1)
                         if k.strip() and v.strip():
-                            kvps[k.strip()] = v.strip().strip("\"'")
+                            kvps[k.strip()] = _unquote(v.strip())
                 i = j + 1
                 break
     para: list[str] = []
@@ -198,6 +198,21 @@ def parse_markdown(text: str) -> tuple[list[Block], dict[str, str]]:
         i += 1
     flush()
     return blocks, kvps
+
+
+def _unquote(value: str) -> str:
+    """A front-matter value without its YAML quotes: ``"a \\"b\\""`` -> ``a "b"``, ``'it''s'`` ->
+    ``it's``. Only a value wrapped in matching quotes is unquoted, so a title that merely
+    starts or ends with a quote character keeps it."""
+    if len(value) >= 2 and value[0] == value[-1] == '"':
+        try:
+            decoded = json.loads(value)
+        except ValueError:
+            return value[1:-1]
+        return decoded if isinstance(decoded, str) else value[1:-1]
+    if len(value) >= 2 and value[0] == value[-1] == "'":
+        return value[1:-1].replace("''", "'")
+    return value
 
 
 def promote_title(blocks: list[Block], fallback: str) -> tuple[str, list[Block]]:
