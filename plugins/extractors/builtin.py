@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from graphroute.core.components import ComponentParams, Extraction, Extractor, LLMClient
 from graphroute.core.hookspecs import hookimpl
@@ -38,6 +38,9 @@ class ContextBoundExtractor(Extractor):
     """
 
     stats: Counter[str]
+    # Bump when a code change alters the output for the same params: it keys the
+    # entity_graph step's extraction cache, so stale cached extractions are never reused.
+    cache_version: ClassVar[str] = "1"
 
     def __init__(self, params: ComponentParams | None = None) -> None:
         super().__init__(params)
@@ -111,6 +114,7 @@ class SpacyExtractor(ContextBoundExtractor):
     """spaCy NER plus filtered noun phrases, offline; no triples (co-occurrence instead)."""
 
     name = "spacy"
+    cache_version = "2"  # 2: leading numerals stripped from noun phrases
 
     class Params(ComponentParams):
         model: str = Field(

@@ -657,7 +657,8 @@ class EntityGraphStep(IndexStep):
         p = self.params
         cache: ExtractionCache | None = None
         if p.cache and p.extractor not in self.UNCACHED:
-            key = _config_key(p.extractor, p.extractor_params)[:16]
+            version = str(getattr(extractor, "cache_version", ""))
+            key = _config_key(p.extractor, p.extractor_params, version)[:16]
             cache = ExtractionCache(
                 Path(ctx.settings.cache_dir) / "extractions" / f"{p.extractor}-{key}.jsonl"
             )
