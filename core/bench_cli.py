@@ -7,6 +7,7 @@ Figures go to stdout (a table, or JSON with ``--json``); progress bars go to std
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -16,7 +17,8 @@ from rich.table import Table
 
 from .config import Overrides, RouteConfigError, overrides_from_cli
 
-out = Console()
+# wide tables stay readable when stdout is a file or a pipe (rich would assume 80 columns)
+out = Console() if sys.stdout.isatty() else Console(width=240)
 err = Console(stderr=True)
 
 QuestionsOpt = Annotated[Path, typer.Option("--questions", "-q", help="question file: HippoRAG JSON or JSONL (docs/benchmarking.md)")]
