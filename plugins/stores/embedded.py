@@ -394,12 +394,12 @@ class EmbeddedStore(GraphStore):
     # ------------------------------------------------------------------ reads
     @staticmethod
     def _node(group: str, row: tuple[Any, ...]) -> Node:
-        # Rows come from our own validated writes: skip pydantic validation (hot path).
-        return Node.model_construct(id=row[0], label=row[1], group=group, doc_id=row[2], props=_loads(row[3]))
+        # (pydantic v2 validation is faster here than model_construct, and keeps types honest)
+        return Node(id=row[0], label=row[1], group=group, doc_id=row[2], props=_loads(row[3]))
 
     @staticmethod
     def _edge(group: str, row: tuple[Any, ...]) -> Edge:
-        return Edge.model_construct(
+        return Edge(
             src=row[0], type=row[1], dst=row[2], group=group, doc_id=row[3], props=_loads(row[4])
         )
 

@@ -9,8 +9,12 @@ Model (everything carries ``group``; no query ever matches without it):
   ``(group, doc_id)`` and ``(group, label, p_<prop>)``.
 * Relationships of the edge's real type, ``{group, doc_id, props}``; identified by
   ``(src, type, dst)`` like the embedded store (``MERGE``), never dangling (both endpoints
-  are ``MATCH``-ed first). Types are checked against an allow-list and then passed as
-  parameters (``$(row.type)``), never spliced into the query text.
+  are ``MATCH``-ed first). A relationship type is the one thing spliced into write queries
+  (Cypher's dynamic ``$(type)`` makes MERGE scan every relationship): only names from the
+  allow-list (EdgeType plus the ``extra_edge_types`` setting, each ``[A-Z][A-Z0-9_]*``).
+  Values - ids, titles, group names, text - are always parameters.
+* Lookups by id carry ``USING INDEX n:GRNode(group, id)``: left alone, the planner prefers
+  the (group) index and filters the whole group for every row.
 * Vectors are node properties ``vec_<space>_<dim>`` with one cosine vector index per
   (space, dimension), created idempotently before the first write of that space.
 * ``(:GRMeta {group, version, dim_<space>})`` holds the version and vector dimensions;
@@ -111,7 +115,7 @@ class Neo4jStore(GraphStore):
         password: str,
         *,
         database: str | None = None,
-        exact_max: int = 20_000,
+        exact_max: int = 2_000,
         oversample: int = 10,
         retry_s: float = 30.0,
         connect_attempts: int = 3,
@@ -178,7 +182,7 @@ class Neo4jStore(GraphStore):
                 f"CREATE INDEX gr_rel_doc_{t.lower()} IF NOT EXISTS FOR ()-[r:`{t}`]-() ON (r.group, r.doc_id)"
             )
         self._delete_owned_edges = " ".join(
-            f"CALL {{ MATCH ()-[r:`{t}`]->() WHERE r.group = $g AND r.doc_id = $d DELETE r }}"
+            f"CALL () {{ MATCH ()-[r:`{t}`]->() WHERE r.group = $g AND r.doc_id = $d DELETE r }}"
             for t in sorted(self._edge_types)
         ) + " RETURN 1"
 
@@ -315,7 +319,7 @@ class Neo4jStore(GraphStore):
                 v = n.props.get(p)
                 row[p] = v if _scalar(v) else None
             node_rows.append(row)
-        edge_rows = []
+        edge_rows: dict[str, list[dict[str, Any]]] = {}
         for e in edges:
             if e.group != group:
                 raise StoreError(f"edge {e.src!r}->{e.dst!r} belongs to group {e.group!r}, not {group!r}")
@@ -325,7 +329,9 @@ class Neo4jStore(GraphStore):
                     f"edge type {t!r} is not in the Neo4j store's allow-list; add it with the "
                     "backend's `extra_edge_types` setting"
                 )
-            edge_rows.append({"src": e.src, "dst": e.dst, "type": t, "doc_id": e.doc_id, "props": _dumps(e.props)})
+            edge_rows.setdefault(t, []).append(
+                {"src": e.src, "dst": e.dst, "doc_id": e.doc_id, "props": _dumps(e.props)}
+            )
         vec_batches: list[tuple[str, int, list[dict[str, Any]]]] = []
         for space, (ids, matrix) in (vectors or {}).items():
             m = np.asarray(matrix, dtype=np.float32)
@@ -352,20 +358,23 @@ class Neo4jStore(GraphStore):
                     g=group,
                     rows=list(batch),
                 ).consume()
-            for batch in _batches(edge_rows):
-                tx.run(
-                    "UNWIND $rows AS row MATCH (a:GRNode {group: $g, id: row.src}) "
-                    "MATCH (b:GRNode {group: $g, id: row.dst}) MERGE (a)-[r:$(row.type)]->(b) "
-                    "SET r.group = $g, r.doc_id = row.doc_id, r.props = row.props",
-                    g=group,
-                    rows=list(batch),
-                ).consume()
+            for etype, typed_rows in sorted(edge_rows.items()):
+                for batch in _batches(typed_rows):
+                    tx.run(
+                        "UNWIND $rows AS row MATCH (a:GRNode {group: $g, id: row.src}) USING INDEX a:GRNode(group, id) "
+                        "MATCH (b:GRNode {group: $g, id: row.dst}) USING INDEX b:GRNode(group, id) "
+                        f"MERGE (a)-[r:`{etype}`]->(b) "
+                        "SET r.group = $g, r.doc_id = row.doc_id, r.props = row.props",
+                        g=group,
+                        rows=list(batch),
+                    ).consume()
             for name, dim, rows in vec_batches:
                 self._check_dim(tx, group, name, dim)
                 prop = _vec_prop(name, dim)
                 for batch in _batches(rows):
                     tx.run(
-                        f"UNWIND $rows AS row MATCH (n:GRNode {{group: $g, id: row.id}}) SET n.{prop} = row.v",
+                        f"UNWIND $rows AS row MATCH (n:GRNode {{group: $g, id: row.id}}) USING INDEX n:GRNode(group, id) "
+                        f"SET n.{prop} = row.v",
                         g=group,
                         rows=list(batch),
                     ).consume()
@@ -465,14 +474,14 @@ class Neo4jStore(GraphStore):
     # ------------------------------------------------------------------ reads
     @staticmethod
     def _node(group: str, r: Any) -> Node:
-        return Node.model_construct(id=r["id"], label=r["label"], group=group, doc_id=r["doc_id"], props=_loads(r["props"]))
+        return Node(id=r["id"], label=r["label"], group=group, doc_id=r["doc_id"], props=_loads(r["props"]))
 
     _NODE_COLS = "n.id AS id, n.label AS label, n.doc_id AS doc_id, n.props AS props"
     _EDGE_COLS = "a.id AS src, type(r) AS type, b.id AS dst, r.doc_id AS doc_id, r.props AS props"
 
     @staticmethod
     def _edge(group: str, r: Any) -> Edge:
-        return Edge.model_construct(
+        return Edge(
             src=r["src"], type=r["type"], dst=r["dst"], group=group, doc_id=r["doc_id"], props=_loads(r["props"])
         )
 
@@ -482,7 +491,8 @@ class Neo4jStore(GraphStore):
             return []
         rows = self._query(
             "get_nodes",
-            f"UNWIND $ids AS i MATCH (n:GRNode {{group: $g, id: i}}) RETURN {self._NODE_COLS}",
+            f"UNWIND $ids AS i MATCH (n:GRNode {{group: $g, id: i}}) USING INDEX n:GRNode(group, id) "
+            f"RETURN {self._NODE_COLS}",
             g=group,
             ids=list(dict.fromkeys(ids)),
         )
@@ -550,9 +560,9 @@ class Neo4jStore(GraphStore):
             return []
         type_list = None if types is None else [str(t) for t in types]
         pattern = {
-            "out": "UNWIND $ids AS i MATCH (a:GRNode {group: $g, id: i})-[r]->(b)",
-            "in": "UNWIND $ids AS i MATCH (a)-[r]->(b:GRNode {group: $g, id: i})",
-            "both": "UNWIND $ids AS i MATCH (x:GRNode {group: $g, id: i})-[r]-() "
+            "out": "UNWIND $ids AS i MATCH (a:GRNode {group: $g, id: i})-[r]->(b) USING INDEX a:GRNode(group, id)",
+            "in": "UNWIND $ids AS i MATCH (a)-[r]->(b:GRNode {group: $g, id: i}) USING INDEX b:GRNode(group, id)",
+            "both": "UNWIND $ids AS i MATCH (x:GRNode {group: $g, id: i})-[r]-() USING INDEX x:GRNode(group, id) "
             "WITH DISTINCT r MATCH (a)-[r]->(b)",
         }[direction]
         rows = self._query(
@@ -582,7 +592,10 @@ class Neo4jStore(GraphStore):
         self, group: str, prop: str, q: list[float], k: int, restrict_to: list[str] | None
     ) -> list[tuple[str, float]]:
         if restrict_to is not None:
-            match = f"UNWIND $ids AS i MATCH (n:GRNode {{group: $g, id: i}}) WHERE n.{prop} IS NOT NULL"
+            match = (
+                f"UNWIND $ids AS i MATCH (n:GRNode {{group: $g, id: i}}) USING INDEX n:GRNode(group, id) "
+                f"WHERE n.{prop} IS NOT NULL"
+            )
         else:
             match = f"MATCH (n:GRNode {{group: $g}}) WHERE n.{prop} IS NOT NULL"
         rows = self._query(
@@ -671,7 +684,8 @@ class Neo4jStore(GraphStore):
         prop = _vec_prop(name, dim)
         rows = self._query(
             "get_vectors",
-            f"UNWIND $ids AS i MATCH (n:GRNode {{group: $g, id: i}}) WHERE n.{prop} IS NOT NULL "
+            f"UNWIND $ids AS i MATCH (n:GRNode {{group: $g, id: i}}) USING INDEX n:GRNode(group, id) "
+            f"WHERE n.{prop} IS NOT NULL "
             f"RETURN n.id AS id, n.{prop} AS v",
             g=group,
             ids=list(dict.fromkeys(ids)),
@@ -724,7 +738,7 @@ class Neo4jBackend(StoreBackend):
     class Params(ComponentParams):
         database: str | None = Field(None, description="Database name; None uses the server's default.")
         exact_max: int = Field(
-            20_000, ge=0, le=10_000_000,
+            2_000, ge=0, le=10_000_000,
             description="Groups with at most this many vectors in a space are searched exactly.",
         )
         oversample: int = Field(
