@@ -192,8 +192,15 @@ class EmbeddedStore(GraphStore):
                     (group,),
                 )
                 conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                # SQLite may already have rolled back (disk full, I/O error): a second
+                # ROLLBACK would fail and hide the real cause behind "no transaction is active"
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise StoreError(f"writing to the embedded store {self._db!r} failed: {exc}") from exc
             except BaseException:
-                conn.execute("ROLLBACK")
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
                 raise
 
     @contextmanager
