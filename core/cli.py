@@ -38,7 +38,10 @@ err = Console(stderr=True)
 
 StoreOpt = Annotated[
     str | None,
-    typer.Option("--store", help=f"store directory or neo4j:// URI [env GRAPHROUTE_STORE, default {DEFAULT_STORE}]"),
+    typer.Option(
+        "--store",
+        help=f"store directory, a neo4j:// or bolt:// URI, or `neo4j` for $NEO4J_URI [env GRAPHROUTE_STORE, default {DEFAULT_STORE}]",
+    ),
 ]
 GroupOpt = Annotated[str | None, typer.Option("--group", "-g", help="group (corpus) name [env GRAPHROUTE_GROUP]")]
 SetOpt = Annotated[list[str] | None, typer.Option("--set", help="override a parameter: STAGE_ID.PARAM=VALUE")]
@@ -63,9 +66,26 @@ def settings_for(store: str | None, group: str | None) -> Settings:
     s = Settings()
     if store:
         s.store = store
+    if s.store == "neo4j":  # shorthand: the server named by NEO4J_URI
+        s.store = os.environ.get("NEO4J_URI", "bolt://127.0.0.1:7687")
     if group:
         s.group = group
     return s
+
+
+@app.callback()
+def _global_options(
+    neo4j_user: Annotated[str | None, typer.Option("--neo4j-user", help="Neo4j user [env NEO4J_USER]")] = None,
+    neo4j_password: Annotated[
+        str | None, typer.Option("--neo4j-password", help="Neo4j password [env NEO4J_PASSWORD]", show_default=False)
+    ] = None,
+) -> None:
+    """Options that apply to every command (put them before the command name)."""
+    # Settings read credentials from the environment; flags take precedence over it.
+    if neo4j_user:
+        os.environ["NEO4J_USER"] = neo4j_user
+    if neo4j_password:
+        os.environ["NEO4J_PASSWORD"] = neo4j_password
 
 
 def engine(store: str | None, group: str | None) -> Any:
