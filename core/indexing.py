@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import yaml
@@ -50,7 +50,15 @@ class ParseSettings(BaseModel):
     min_sentence_chars: int = Field(12, ge=0, description="shorter sentences are noise (merged or dropped)")
     min_sentence_words: int = Field(3, ge=0, description="sentences with fewer words are merged into a neighbour")
     max_file_mb: float = Field(50.0, gt=0, description="larger files are refused with a clear message")
-    label_prefix: bool = Field(True, description="embed `[Document: t | Section: p]` + text; stored text stays raw")
+    label_prefix: bool = Field(True, description="embed sentences as `[Document: t | Section: p]` + text; stored text stays raw")
+    chunk_label: Literal["heading", "brackets"] = Field(
+        "heading",
+        description=(
+            "how a TextChunk's embedded text names its place: `heading` puts the section path on a heading "
+            "line (`Title > Section` newline text, the usual passage format of dense retrievers); `brackets` "
+            "uses the sentence label"
+        ),
+    )
     cross_chunk_dedup: bool = Field(True, description="drop a sentence already seen in another chunk of the document")
 
 
@@ -324,7 +332,7 @@ class Indexer:
         return ParseLimits(
             chunk_max_tokens=p.chunk_max_tokens, min_sentence_chars=p.min_sentence_chars,
             min_sentence_words=p.min_sentence_words, label_prefix=p.label_prefix,
-            cross_chunk_dedup=p.cross_chunk_dedup,
+            cross_chunk_dedup=p.cross_chunk_dedup, chunk_label=p.chunk_label,
         )
 
     # ------------------------------------------------------------------ the run

