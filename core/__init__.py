@@ -5,6 +5,15 @@ The public Python API::
     from graphroute.core import GraphRoute, Stage, StageKind, Slot, StageParams, hookimpl
 """
 
+import os as _os
+
+# Set before anything imports torch (OpenMP reads it once, when torch loads): OpenMP worker
+# threads that spin while they wait make every torch call about 10x slower as soon as the
+# cores are shared - a loaded server, or spaCy parsing on the other core while the indexer
+# embeds (`graphroute perf`: one query embedding 550-710 ms spinning vs 40-57 ms passive on
+# this 2-core machine under load). OMP_WAIT_POLICY=ACTIVE in the environment restores spinning.
+_os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 from .components import (
     Block,
     Embedder,
