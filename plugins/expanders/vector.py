@@ -503,7 +503,8 @@ class SkeletonTraverse(Stage):
         )
         placement: Literal["score", "append"] = Field(
             "score",
-            description="score: Strategy B evidence competes with the pool by raw score. append: "
+            description="score: Strategy B evidence competes with the pool by raw score (the "
+            "evidence list is re-sorted by score). append: "
             "it is ranked after the evidence already in the pool (scores shifted below the pool's "
             "lowest, order kept, raw score in metadata.skeleton_score), as the reference appended "
             "skeleton context to Route 2's.",
@@ -573,6 +574,8 @@ class SkeletonTraverse(Stage):
             new = self._below(pool, new)
         stats["anchors"] = len(anchors)
         state.evidence, _ = merge_evidence(pool, new)
+        if p.placement == "score":  # list order follows the scores (rankings read the list)
+            state.evidence.sort(key=lambda e: -e.score)
         ctx.stats.update(stats)
 
     def _expand_related(

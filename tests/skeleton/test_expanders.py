@@ -234,6 +234,15 @@ def test_append_placement_ranks_strategy_b_after_the_existing_pool(corpus: Corpu
     assert tail[0].score - tail[1].score == pytest.approx(raw[0] - raw[1])
 
 
+def test_score_placement_merges_strategy_b_into_the_pool_by_score(corpus: Corpus) -> None:
+    pool = [Evidence(id="r2:a", text="route 2 chunk", score=0.30), Evidence(id="r2:b", text="another", score=0.05)]
+    evs = [*pool, anchor(corpus, "travel:sen4", 0.9)]
+    state, _ = corpus.run(SkeletonTraverse(SkeletonTraverse.Params(placement="score")), evs)
+    scores = [e.score for e in state.evidence]
+    assert scores == sorted(scores, reverse=True)
+    assert state.evidence[0].id == "travel:sen4" and state.evidence[0].score == 0.9
+
+
 def test_no_anchors_is_a_no_op(corpus: Corpus) -> None:
     pool = [Evidence(id="c", text="chunk", score=1.0)]
     state, ctx = corpus.run(SkeletonTraverse(), pool)
