@@ -350,6 +350,11 @@ class Indexer:
         steps_fp = _fingerprint(profile_json["steps"])
         old_fp = self.store.get_meta(self.group, FINGERPRINT_META) or {}
         reparse_all = bool(old_fp) and old_fp.get("parse") != parse_fp
+        # Written with the first document write of a run and cleared by its last write: a
+        # run killed after writing documents but before its steps finished leaves it set,
+        # so the next run rebuilds the derived layers even though no document changed.
+        pending_fp = {"parse": old_fp.get("parse") or parse_fp, "steps": old_fp.get("steps"), "pending": True}
+        interrupted = bool(old_fp.get("pending"))
         documents: dict[str, dict[str, Any]] = dict(self.store.get_meta(self.group, DOCUMENTS_META) or {})
 
         # ---- load
@@ -437,13 +442,13 @@ class Indexer:
                         else:  # a changed document: its old subgraph is replaced atomically
                             self.store.write(
                                 self.group, sk.nodes, sk.edges, vecs[sk.doc_id],
-                                replace_doc=sk.doc_id, meta={DOCUMENTS_META: documents},
+                                replace_doc=sk.doc_id, meta={DOCUMENTS_META: documents, FINGERPRINT_META: pending_fp},
                             )
                     if fresh_nodes:
                         self.store.write(
                             self.group, fresh_nodes, fresh_edges,
                             {sp: (ids, np.concatenate(ms)) for sp, (ids, ms) in fresh_vecs.items()},
-                            meta={DOCUMENTS_META: documents},
+                            meta={DOCUMENTS_META: documents, FINGERPRINT_META: pending_fp},
                         )
                     tw += time.perf_counter() - t
                     bars["write"].advance(len(batch))
@@ -453,11 +458,11 @@ class Indexer:
 
         for did in to_remove:
             documents.pop(did, None)
-            self.store.write(self.group, replace_doc=did, meta={DOCUMENTS_META: documents})
+            self.store.write(self.group, replace_doc=did, meta={DOCUMENTS_META: documents, FINGERPRINT_META: pending_fp})
         report.removed = len(to_remove)
 
         # ---- index steps
-        steps_changed = old_fp.get("steps") != steps_fp
+        steps_changed = old_fp.get("steps") != steps_fp or interrupted
         dirty = bool(changed or to_remove or reparse_all)
         if (dirty or steps_changed) and (documents or to_remove):
             step_changed_docs = set(changed) if not steps_changed else set(documents)
