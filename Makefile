@@ -8,7 +8,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install demo test lint typecheck unit docs neo4j-up neo4j-down clean bench perf
+.PHONY: install demo test lint typecheck unit docs neo4j-up neo4j-down clean bench perf test-load
 
 $(VENV)/.installed-$(EXTRAS): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -38,7 +38,12 @@ typecheck: install
 # The Neo4j conformance cases run against the project's own server, so `unit` starts it
 # (a no-op when it already runs). Stop it with `make neo4j-down`.
 unit: install neo4j-up
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q -m "not load"
+
+# The long reliability tests (tests/reliability/test_load.py, marked `load`): 32 HTTP clients for
+# 60 s, 20 MB / million-character documents at the default limits, Neo4j stopped mid-index.
+test-load: install neo4j-up
+	$(VENV)/bin/pytest -q -s -m load tests/reliability
 
 # Neo4j Community 5.26 LTS for development and CI (tests/neo4j_server: Maven-built embedded
 # launcher, Bolt on 127.0.0.1:NEO4J_PORT or 7687, user neo4j, password NEO4J_PASSWORD or graphroute-dev).

@@ -11,7 +11,13 @@ import tempfile
 from pathlib import Path
 
 from graphroute.core.components import Loader, LoaderError
-from graphroute.plugins.loaders.files import HtmlLoader, JsonCorpusLoader, MarkdownLoader, PdfLoader, TextLoader
+from graphroute.plugins.loaders.files import (
+    HtmlLoader,
+    JsonCorpusLoader,
+    MarkdownLoader,
+    PdfLoader,
+    TextLoader,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
