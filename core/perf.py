@@ -714,8 +714,10 @@ def machine_info() -> dict[str, Any]:
 
 
 def run_perf(config: PerfConfig, *, log: Callable[[str], None] = lambda _m: None,
-             workdir: Path | None = None) -> dict[str, Any]:
-    """Every part, in order; a failed part records its error and the run continues."""
+             workdir: Path | None = None,
+             on_update: Callable[[dict[str, Any]], None] = lambda _r: None) -> dict[str, Any]:
+    """Every part, in order; a failed part records its error and the run continues.
+    ``on_update`` gets the result so far after each part (a long run leaves partial figures)."""
     own = workdir is None
     work = workdir or Path(tempfile.mkdtemp(prefix="graphroute-perf-"))
     started = time.time()
@@ -742,11 +744,13 @@ def run_perf(config: PerfConfig, *, log: Callable[[str], None] = lambda _m: None
         idx = run_part_in_process("index", {"store": store, "group": "musique", "cache": str(cache),
                                             "corpus": str(corpus)})
         result["index"] = idx
+        on_update(result)
 
         log("query: every offline route on the MuSiQue index (embedded)")
         q = run_part_in_process("query", {"store": store, "group": "musique", "cache": str(cache),
                                           "questions": questions, "routes": routes})
         result["query"] = q
+        on_update(result)
 
         scale: dict[str, Any] = {"sizes": {}}
         small, large = config.scale_sentences
@@ -756,6 +760,8 @@ def run_perf(config: PerfConfig, *, log: Callable[[str], None] = lambda _m: None
                 "store": str(work / f"scale-{n}"), "group": "synthetic", "cache": str(work / f"cache-scale-{n}"),
                 "corpus": str(work / f"synthetic-{n}.json"), "sentences": n, "groups": config.scale_groups,
             })
+            result["scale"] = scale
+            on_update(result)
         synth_q = synthetic_questions(synthetic_corpus(large, groups=config.scale_groups), config.questions)
         log(f"scale: query suite on the {large:,}-sentence store")
         scale["query"] = run_part_in_process("query", {
@@ -763,6 +769,7 @@ def run_perf(config: PerfConfig, *, log: Callable[[str], None] = lambda _m: None
             "questions": synth_q, "routes": routes,
         })
         result["scale"] = scale
+        on_update(result)
         shutil.rmtree(work / f"scale-{small}", ignore_errors=True)
 
         neo: dict[str, Any] = {"location": neo4j_location()}
@@ -771,6 +778,8 @@ def run_perf(config: PerfConfig, *, log: Callable[[str], None] = lambda _m: None
         neo["write_embedded"] = run_part_in_process("write", {
             "store": str(work / "write-store"), "group": "perf-write", "cache": str(cache),
             "sentences": config.write_sentences})
+        result["neo4j"] = neo
+        on_update(result)
         if why is None:
             group = f"perf-musique-{os.getpid()}"
             log("neo4j: MuSiQue into Neo4j (warm embedding/extraction cache), then the query suite")
@@ -780,6 +789,7 @@ def run_perf(config: PerfConfig, *, log: Callable[[str], None] = lambda _m: None
             neo["query"] = run_part_in_process("query", {
                 "store": neo["location"], "group": group, "cache": str(cache), "questions": questions,
                 "routes": routes})
+            on_update(result)
             run_part_in_process("drop_group", {"store": neo["location"], "group": group, "cache": str(cache)})
             log("write: batch write throughput, Neo4j")
             neo["write_neo4j"] = run_part_in_process("write", {

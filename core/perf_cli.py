@@ -8,6 +8,7 @@ always written to a JSON file so a run on another machine can be compared field 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -15,7 +16,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-out = Console()
+out = Console(width=None if sys.stdout.isatty() else 180)  # a file or pipe gets the whole row
 err = Console(stderr=True)
 
 
@@ -59,9 +60,13 @@ def perf(
 
         err.print(f"[dim]{msg} (load {' '.join(f'{x:.1f}' for x in os.getloadavg())})[/]", highlight=False)
 
-    result = run_perf(cfg, log=log, workdir=workdir)
     out_file.parent.mkdir(parents=True, exist_ok=True)
-    out_file.write_text(json.dumps(result, indent=2), encoding="utf-8")
+
+    def save(partial: dict[str, object]) -> None:
+        out_file.write_text(json.dumps(partial, indent=2), encoding="utf-8")
+
+    result = run_perf(cfg, log=log, workdir=workdir, on_update=save)
+    save(result)
     if as_json:
         print(json.dumps(result, indent=2))
         return
