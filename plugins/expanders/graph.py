@@ -443,6 +443,38 @@ class EntityChunks(Stage):
         )
 
 
+class PPRPassages(Stage):
+    """Rank TextChunks by their own mass in the PPR pass (HippoRAG's passage score) -> evidence."""
+
+    name = "ppr_passages"
+    kind = StageKind.EXPANDER
+    consumes = (Slot.ENTITIES,)
+    produces = (Slot.EVIDENCE,)
+
+    class Params(StageParams):
+        top_k: int = Field(12, ge=1, le=1000, description="Chunks with the most PPR mass that become evidence.")
+
+    params: Params
+
+    def run(self, state: QueryState, ctx: StageContext) -> None:
+        # HippoRAG (1 and 2) scores a passage by the PPR probability on its own node rather
+        # than by the entity that led to it; chunks are PPR nodes here through MENTIONS, so
+        # the ppr stage's ``ppr_node_scores`` already holds that ranking.
+        store = ctx.services.store
+        mass: Mapping[str, float] = state.extras.get("ppr_node_scores", {})
+        chunks = node_ids(store, state.group, Label.CHUNK)
+        ranked = sorted(((c, m) for c, m in mass.items() if c in chunks and m > 0), key=lambda cm: (-cm[1], cm[0]))
+        top = ranked[: self.params.top_k]
+        nodes = {n.id: n for n in store.get_nodes(state.group, [c for c, _ in top])}
+        seen = {e.id for e in state.evidence}
+        added = 0
+        for c, m in top:
+            if c in nodes and c not in seen:
+                state.evidence.append(chunk_evidence(nodes[c], m, source="ppr_passages"))
+                added += 1
+        ctx.stats.update({"chunks_with_mass": len(ranked), "added": added})
+
+
 @hookimpl
 def register_expanders() -> list[type[Stage]]:
-    return [PPR, EntityChunks]
+    return [PPR, EntityChunks, PPRPassages]

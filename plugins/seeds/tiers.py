@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 TIERS: tuple[str, ...] = ("entity", "structural", "thematic")
 TIER_KEYS: dict[str, str] = {"entity": "w1", "structural": "w2", "thematic": "w3"}
+PASSAGE_TIER = "passage"  # optional fourth input (passage_seeds): not part of the reference's three tiers
 
 _STOP = frozenset(
     ["what", "which", "who", "whom", "whose", "when", "where", "why", "how", "is", "are", "was", "were", "be", "been", "do", "does", "did", "the", "a", "an", "in", "on", "of", "for", "to", "and", "or", "by", "with", "from", "at", "as", "that", "this", "these", "those", "it", "its", "there", "their", "they", "about", "into", "over", "under", "between", "across", "all", "any", "each", "other", "than", "then", "also", "more", "most", "some", "such", "have", "has", "had", "not", "no", "nor", "can", "could", "would", "should", "will", "shall", "may", "might", "must"]
@@ -217,6 +218,36 @@ class ThematicSeeds(Stage):
                 "seeds": len(weights),
             }
         )
+
+
+# --------------------------------------------------------------------------- passage tier
+
+
+class PassageSeeds(Stage):
+    """Passage tier (HippoRAG 2): the best dense chunk hits seed PPR on their own TextChunk nodes."""
+
+    name = "passage_seeds"
+    kind = StageKind.SEED_SOURCE
+    consumes = (Slot.QUERY,)
+    produces = (Slot.SEEDS,)
+
+    class Params(StageParams):
+        top_k: int = Field(10, ge=1, le=1000, description="Chunk vector hits that become passage seeds.")
+        min_score: float = Field(0.0, ge=-1.0, le=1.0, description="Cosine a hit needs to seed (weights are the cosines).")
+
+    params: Params
+
+    def run(self, state: QueryState, ctx: StageContext) -> None:
+        # HippoRAG 2 (Gutierrez et al., 2025) puts dense passage scores into the teleport
+        # vector next to the phrase seeds, so context-rich passages pull PPR mass even when
+        # NER misses the question's entities; weights stay the raw cosines here and are
+        # normalised as a tier by unified_seeds (passage weight ``w_passage``).
+        p = self.params
+        hits = ctx.services.store.vector_search(state.group, "chunk", ctx.query_vector(state.question), p.top_k)
+        kept = [(c, float(s)) for c, s in hits if s >= p.min_score and s > 0]
+        for c, s in kept:
+            state.seeds.append(Seed(name=c, node_id=c, weight=s, tier=PASSAGE_TIER, strategy="chunk_vector"))
+        ctx.stats.update({"hits": len(hits), "seeds": len(kept), "top": [{"chunk": c, "score": round(s, 4)} for c, s in kept[:5]]})
 
 
 # --------------------------------------------------------------------------- weight profile
@@ -476,6 +507,11 @@ class UnifiedSeeds(Stage):
         dynamic_damping: bool = Field(
             True, description="Set damping = 0.70 + 0.20 * effective w1 (unless weight_profile fixed it)."
         )
+        w_passage: float = Field(
+            0.0, ge=0.0, le=10.0,
+            description="Weight of the passage tier (passage_seeds, HippoRAG 2) beside w1 + w2 + w3; it never "
+            "receives or hands on redistributed weight and does not change the damping. 0: passage seeds ignored.",
+        )
 
     params: Params
 
@@ -495,7 +531,16 @@ class UnifiedSeeds(Stage):
                 "seeds": [{"name": s.name, "node": s.node_id, "weight": round(s.weight / mass, 4)} for s in items[:15]],
                 "count": len(items),
             }
-        state.seeds = unify(state.seeds, eff)
+        passage = [s for s in state.seeds if s.tier == PASSAGE_TIER and s.node_id and s.weight > 0]
+        if passage or p.w_passage:
+            mass = sum(s.weight for s in passage) or 1.0
+            tiers_report[PASSAGE_TIER] = {
+                "nominal": round(p.w_passage, 4),
+                "effective": round(p.w_passage if passage else 0.0, 4),
+                "seeds": [{"name": s.name, "node": s.node_id, "weight": round(s.weight / mass, 4)} for s in passage[:15]],
+                "count": len(passage),
+            }
+        state.seeds = unify(state.seeds, {**eff, PASSAGE_TIER: p.w_passage})
         state.tier_weights = {TIER_KEYS[t]: eff[t] for t in TIERS}
         if p.dynamic_damping and not state.extras.get("damping_fixed"):
             base, slope = state.extras.get("damping_formula", (0.70, 0.20))
@@ -513,4 +558,4 @@ class UnifiedSeeds(Stage):
 
 @hookimpl
 def register_seed_sources() -> list[type[Stage]]:
-    return [StructuralSeeds, ThematicSeeds, WeightProfile, UnifiedSeeds]
+    return [StructuralSeeds, ThematicSeeds, PassageSeeds, WeightProfile, UnifiedSeeds]

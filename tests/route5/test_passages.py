@@ -1,0 +1,137 @@
+"""Route 5 passage tier (HippoRAG 2): passage seeds in the teleport vector, passages ranked
+by their own PPR mass. Graph tests run on the real embedded store."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from graphroute.core.engine import open_store
+from graphroute.core.models import Edge, EdgeType, Label, Node, Seed
+from graphroute.core.services import Services
+from graphroute.core.stage import QueryState, StageContext
+from graphroute.core.store import GraphStore
+from graphroute.plugins.expanders.graph import PPR, PPRPassages
+from graphroute.plugins.seeds.tiers import PASSAGE_TIER, PassageSeeds, UnifiedSeeds, unify
+
+GROUP = "g"
+
+
+def ent_seed(node: str, w: float, tier: str) -> Seed:
+    return Seed(name=node, node_id=f"ent:{node}", weight=w, tier=tier)
+
+
+def test_passage_tier_is_normalised_and_weighted_beside_the_three_tiers() -> None:
+    seeds = [
+        ent_seed("a", 2.0, "entity"),
+        Seed(name="c1", node_id="c1", weight=0.6, tier=PASSAGE_TIER),
+        Seed(name="c2", node_id="c2", weight=0.2, tier=PASSAGE_TIER),
+    ]
+    w = {s.node_id: s.weight for s in unify(seeds, {"entity": 0.5, "structural": 0.3, "thematic": 0.2, PASSAGE_TIER: 0.5})}
+    # entity tier alone holds its 0.5 (plus nothing else present), passages share 0.5 by 3:1
+    assert w["ent:a"] == pytest.approx(0.5 / 1.0)
+    assert w["c1"] == pytest.approx(0.5 * 0.75 / 1.0) and w["c2"] == pytest.approx(0.5 * 0.25 / 1.0)
+
+
+def _ctx(store: GraphStore | None = None) -> StageContext:
+    services = Services(store, GROUP) if store is not None else Services.__new__(Services)
+    return StageContext(services=services, stage_id="t")
+
+
+def test_unified_seeds_ignores_passage_seeds_unless_weighted() -> None:
+    def state() -> QueryState:
+        st = QueryState("q", GROUP)
+        st.tier_weights = {"w1": 0.5, "w2": 0.3, "w3": 0.2}
+        st.seeds = [ent_seed("a", 1, "entity"), Seed(name="c1", node_id="c1", weight=0.9, tier=PASSAGE_TIER)]
+        return st
+
+    off = state()
+    UnifiedSeeds().run(off, _ctx())
+    assert [s.node_id for s in off.seeds] == ["ent:a"]  # default w_passage 0: behaviour unchanged
+    on = state()
+    c = _ctx()
+    UnifiedSeeds(UnifiedSeeds.Params(w_passage=1.0)).run(on, c)
+    got = {s.node_id: s.weight for s in on.seeds}
+    assert got == pytest.approx({"ent:a": 0.5, "c1": 0.5})
+    assert c.stats["tiers"][PASSAGE_TIER]["count"] == 1
+    # the passage weight does not change the damping formula's w1
+    assert on.damping == pytest.approx(0.70 + 0.20 * 1.0)  # all of w2, w3 handed to the entity tier
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[GraphStore]:
+    s = open_store(str(tmp_path / "store"))
+    yield s
+    s.close()
+
+
+def _chunk(cid: str, text: str) -> Node:
+    return Node(id=cid, label=Label.CHUNK, group=GROUP, doc_id=f"d-{cid}", props={"text": text, "title": cid.upper()})
+
+
+def two_documents(store: GraphStore) -> None:
+    """c1 mentions p; c2 mentions p and q; c3 mentions q only; r - q are co-occurring."""
+    ents = [Node(id=f"ent:{n}", label=Label.ENTITY, group=GROUP, props={"name": n.upper()}) for n in "pqr"]
+    store.write(
+        GROUP,
+        nodes=[*ents, _chunk("c1", "P."), _chunk("c2", "P and Q."), _chunk("c3", "Q.")],
+        edges=[
+            Edge(src="c1", dst="ent:p", type=EdgeType.MENTIONS, group=GROUP),
+            Edge(src="c2", dst="ent:p", type=EdgeType.MENTIONS, group=GROUP),
+            Edge(src="c2", dst="ent:q", type=EdgeType.MENTIONS, group=GROUP),
+            Edge(src="c3", dst="ent:q", type=EdgeType.MENTIONS, group=GROUP),
+            Edge(src="ent:q", dst="ent:r", type=EdgeType.CO_OCCURS, group=GROUP),
+        ],
+    )
+
+
+def ranked_passages(store: GraphStore, seeds: list[Seed], top_k: int = 3) -> list[str]:
+    st = QueryState("q", GROUP)
+    st.seeds = seeds
+    PPR(PPR.Params(budget=1.0)).run(st, _ctx(store))
+    c = _ctx(store)
+    PPRPassages(PPRPassages.Params(top_k=top_k)).run(st, c)
+    assert all(e.kind == "chunk" and e.source == "ppr_passages" for e in st.evidence)
+    scores = [e.score for e in st.evidence]
+    assert scores == sorted(scores, reverse=True)
+    return [e.id for e in st.evidence]
+
+
+def test_passages_are_ranked_by_their_own_ppr_mass(store: GraphStore) -> None:
+    two_documents(store)
+    # seeding p: the chunks mentioning p come first, c3 (q only) last
+    order = ranked_passages(store, [Seed(name="p", node_id="ent:p")])
+    assert set(order[:2]) == {"c1", "c2"} and order[2] == "c3"
+    # a passage seed on c3 moves it to the front
+    order = ranked_passages(store, [Seed(name="p", node_id="ent:p", weight=0.2), Seed(name="c3", node_id="c3", weight=0.8, tier=PASSAGE_TIER)])
+    assert order[0] == "c3"
+    assert ranked_passages(store, [Seed(name="p", node_id="ent:p")], top_k=1) != ["c3"]
+    assert len(ranked_passages(store, [Seed(name="p", node_id="ent:p")], top_k=2)) == 2
+
+
+class _FixedQuery(StageContext):
+    """The stage under test reads the query vector; here it is a given unit vector, so the
+    test checks which stored chunk vectors become seeds, not the embedding model."""
+
+    vector: np.ndarray = np.zeros(0)
+
+    def query_vector(self, text: str) -> np.ndarray:
+        return self.vector
+
+
+def test_passage_seeds_take_the_best_chunk_hits_with_their_cosines(store: GraphStore) -> None:
+    two_documents(store)
+    vecs = np.eye(4, dtype=np.float32)[:3]
+    vecs[1] = np.array([0.8, 0.6, 0, 0], dtype=np.float32)
+    store.write(GROUP, nodes=[], edges=[], vectors={"chunk": (["c1", "c2", "c3"], vecs)})
+    st = QueryState("q", GROUP)
+    c = _FixedQuery(services=Services(store, GROUP), stage_id="t")
+    c.vector = np.array([1, 0, 0, 0], dtype=np.float32)
+    PassageSeeds(PassageSeeds.Params(top_k=2)).run(st, c)
+    assert [(s.node_id, s.tier) for s in st.seeds] == [("c1", PASSAGE_TIER), ("c2", PASSAGE_TIER)]
+    assert [s.weight for s in st.seeds] == pytest.approx([1.0, 0.8], abs=1e-5)
+    st2 = QueryState("q", GROUP)
+    PassageSeeds(PassageSeeds.Params(top_k=3, min_score=0.5)).run(st2, c)
+    assert [s.node_id for s in st2.seeds] == ["c1", "c2"]  # c3 (cosine 0) does not seed
