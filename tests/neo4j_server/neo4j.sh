@@ -43,6 +43,8 @@ build() {
 up() {
   local t0; t0=$(date +%s.%N)
   if running && can_login 2>/dev/null; then echo "neo4j already running (pid $(cat "$PIDFILE"))"; return 0; fi
+  # A server started from another checkout already answers with our credentials: use it.
+  if ! running && can_login 2>/dev/null; then echo "neo4j already answering on bolt://127.0.0.1:$NEO4J_PORT"; return 0; fi
   build
   mkdir -p "$NEO4J_HOME_DIR"
   rm -f "$NEO4J_HOME_DIR/ready"
