@@ -470,7 +470,10 @@ class PPRPassages(Stage):
         added = 0
         for c, m in top:
             if c in nodes and c not in seen:
-                state.evidence.append(chunk_evidence(nodes[c], m, source="ppr_passages"))
+                # source "ppr" like entity_chunks: the evidence comes from the PPR branch
+                ev = chunk_evidence(nodes[c], m, source="ppr")
+                ev.metadata["ranking"] = "ppr_mass"
+                state.evidence.append(ev)
                 added += 1
         ctx.stats.update({"chunks_with_mass": len(ranked), "added": added})
 

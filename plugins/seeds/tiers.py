@@ -532,9 +532,10 @@ class UnifiedSeeds(Stage):
                 "count": len(items),
             }
         passage = [s for s in state.seeds if s.tier == PASSAGE_TIER and s.node_id and s.weight > 0]
+        passage_report: dict[str, Any] | None = None  # reported apart: "tiers" stays the reference's three
         if passage or p.w_passage:
             mass = sum(s.weight for s in passage) or 1.0
-            tiers_report[PASSAGE_TIER] = {
+            passage_report = {
                 "nominal": round(p.w_passage, 4),
                 "effective": round(p.w_passage if passage else 0.0, 4),
                 "seeds": [{"name": s.name, "node": s.node_id, "weight": round(s.weight / mass, 4)} for s in passage[:15]],
@@ -549,6 +550,7 @@ class UnifiedSeeds(Stage):
             {
                 "profile": state.profile,
                 "tiers": tiers_report,
+                **({"passage_tier": passage_report} if passage_report is not None else {}),
                 "damping": round(state.damping, 4) if state.damping is not None else None,
                 "unified_seeds": len(state.seeds),
                 "top": [{"name": s.name, "tier": s.tier, "weight": round(s.weight, 4)} for s in state.seeds[:10]],

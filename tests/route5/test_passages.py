@@ -55,7 +55,7 @@ def test_unified_seeds_ignores_passage_seeds_unless_weighted() -> None:
     UnifiedSeeds(UnifiedSeeds.Params(w_passage=1.0)).run(on, c)
     got = {s.node_id: s.weight for s in on.seeds}
     assert got == pytest.approx({"ent:a": 0.5, "c1": 0.5})
-    assert c.stats["tiers"][PASSAGE_TIER]["count"] == 1
+    assert c.stats["passage_tier"]["count"] == 1 and set(c.stats["tiers"]) == {"entity", "structural", "thematic"}
     # the passage weight does not change the damping formula's w1
     assert on.damping == pytest.approx(0.70 + 0.20 * 1.0)  # all of w2, w3 handed to the entity tier
 
@@ -93,7 +93,7 @@ def ranked_passages(store: GraphStore, seeds: list[Seed], top_k: int = 3) -> lis
     PPR(PPR.Params(budget=1.0)).run(st, _ctx(store))
     c = _ctx(store)
     PPRPassages(PPRPassages.Params(top_k=top_k)).run(st, c)
-    assert all(e.kind == "chunk" and e.source == "ppr_passages" for e in st.evidence)
+    assert all(e.kind == "chunk" and e.source == "ppr" and e.metadata["ranking"] == "ppr_mass" for e in st.evidence)
     scores = [e.score for e in st.evidence]
     assert scores == sorted(scores, reverse=True)
     return [e.id for e in st.evidence]
