@@ -855,10 +855,10 @@ def verdicts(r: dict[str, Any]) -> dict[str, dict[str, Any]]:
         add(f"scale_query_factor:{name}", factor, TARGET_SCALE_QUERY_FACTOR,
             None if factor is None else factor <= TARGET_SCALE_QUERY_FACTOR)
     sizes = _get(r, "scale", "sizes") or {}
-    peaks = [v.get("peak_rss_mb") for v in sizes.values() if isinstance(v, dict) and v.get("peak_rss_mb")]
+    peaks: list[float] = [float(v["peak_rss_mb"]) for v in sizes.values() if isinstance(v, dict) and v.get("peak_rss_mb")]
     qpeak = _get(r, "scale", "query", "peak_rss_mb")
     if qpeak:
-        peaks.append(qpeak)
+        peaks.append(float(qpeak))
     peak = max(peaks) if peaks else None
     add("scale_peak_rss_mb", peak, TARGET_SCALE_PEAK_MB, None if peak is None else peak < TARGET_SCALE_PEAK_MB)
     for key in ("write_embedded", "write_neo4j"):
