@@ -177,7 +177,7 @@ class BenchRunner:
             and isinstance(meta, dict)
             and meta.get("hash") == self.dataset.corpus_hash
             and meta.get("profile") == profile
-            and meta.get("profile_fingerprint", fingerprint) == fingerprint
+            and meta.get("profile_fingerprint") == fingerprint
             and has_nodes
         ):
             info = IndexInfo(self.group, float(meta.get("seconds", 0.0)), True, profile,
