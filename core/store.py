@@ -14,9 +14,10 @@ Both built-in backends (``embedded`` and ``neo4j``) pass the same conformance su
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Iterator, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 
@@ -24,6 +25,24 @@ from .models import Edge, Node
 
 Direction = Literal["out", "in", "both"]
 VectorBatch = Mapping[str, tuple[Sequence[str], np.ndarray]]
+
+
+T = TypeVar("T")
+
+
+def dump_props(props: Mapping[str, Any]) -> str | None:
+    """Properties as compact JSON (None when empty): how both backends persist them."""
+    return json.dumps(props, ensure_ascii=False, separators=(",", ":")) if props else None
+
+
+def load_props(text: str | None) -> dict[str, Any]:
+    return json.loads(text) if text else {}
+
+
+def batched(rows: Sequence[T], size: int) -> Iterator[Sequence[T]]:
+    """Consecutive slices of at most ``size`` rows (write batches, IN-list chunks)."""
+    for i in range(0, len(rows), size):
+        yield rows[i : i + size]
 
 
 class StoreError(Exception):

@@ -45,7 +45,15 @@ import numpy as np
 from graphroute.core.components import ComponentParams, StoreBackend
 from graphroute.core.hookspecs import hookimpl
 from graphroute.core.models import Edge, Node
-from graphroute.core.store import Direction, GraphStore, StoreError, VectorBatch
+from graphroute.core.store import (
+    Direction,
+    GraphStore,
+    StoreError,
+    VectorBatch,
+    batched,
+    dump_props,
+    load_props,
+)
 from pydantic import Field
 
 DB_FILE = "graph.sqlite"
@@ -92,17 +100,8 @@ CREATE TABLE IF NOT EXISTS spaces (
 # The UNIQUE (grp, src, type, dst) index also serves "edges by source" lookups.
 
 
-def _dumps(props: Mapping[str, Any]) -> str | None:
-    return json.dumps(props, ensure_ascii=False, separators=(",", ":")) if props else None
-
-
-def _loads(text: str | None) -> dict[str, Any]:
-    return json.loads(text) if text else {}
-
-
 def _chunks(seq: Sequence[Any], size: int = _CHUNK) -> Iterator[Sequence[Any]]:
-    for i in range(0, len(seq), size):
-        yield seq[i : i + size]
+    return batched(seq, size)
 
 
 def _marks(n: int) -> str:
@@ -282,7 +281,7 @@ class EmbeddedStore(GraphStore):
                     "INSERT INTO nodes (grp, id, label, doc_id, props) VALUES (?, ?, ?, ?, ?) "
                     "ON CONFLICT (grp, id) DO UPDATE SET label = excluded.label, "
                     "doc_id = excluded.doc_id, props = excluded.props",
-                    [(group, n.id, str(n.label), n.doc_id, _dumps(n.props)) for n in nodes],
+                    [(group, n.id, str(n.label), n.doc_id, dump_props(n.props)) for n in nodes],
                 )
             if edges:
                 conn.executemany(
@@ -292,7 +291,7 @@ class EmbeddedStore(GraphStore):
                     "AND EXISTS (SELECT 1 FROM nodes WHERE grp = ?1 AND id = ?4) "
                     "ON CONFLICT (grp, src, type, dst) DO UPDATE SET doc_id = excluded.doc_id, "
                     "props = excluded.props",
-                    [(group, e.src, str(e.type), e.dst, e.doc_id, _dumps(e.props)) for e in edges],
+                    [(group, e.src, str(e.type), e.dst, e.doc_id, dump_props(e.props)) for e in edges],
                 )
             for space, dim, rows in batches:
                 self._check_dim(conn, group, space, dim)
@@ -402,12 +401,12 @@ class EmbeddedStore(GraphStore):
     @staticmethod
     def _node(group: str, row: tuple[Any, ...]) -> Node:
         # (pydantic v2 validation is faster here than model_construct, and keeps types honest)
-        return Node(id=row[0], label=row[1], group=group, doc_id=row[2], props=_loads(row[3]))
+        return Node(id=row[0], label=row[1], group=group, doc_id=row[2], props=load_props(row[3]))
 
     @staticmethod
     def _edge(group: str, row: tuple[Any, ...]) -> Edge:
         return Edge(
-            src=row[0], type=row[1], dst=row[2], group=group, doc_id=row[3], props=_loads(row[4])
+            src=row[0], type=row[1], dst=row[2], group=group, doc_id=row[3], props=load_props(row[4])
         )
 
     def get_nodes(self, group: str, ids: Sequence[str]) -> list[Node]:

@@ -46,7 +46,15 @@ import numpy as np
 from graphroute.core.components import ComponentParams, StoreBackend
 from graphroute.core.hookspecs import hookimpl
 from graphroute.core.models import Edge, EdgeType, Node
-from graphroute.core.store import Direction, GraphStore, StoreError, VectorBatch
+from graphroute.core.store import (
+    Direction,
+    GraphStore,
+    StoreError,
+    VectorBatch,
+    batched,
+    dump_props,
+    load_props,
+)
 from pydantic import Field
 
 if TYPE_CHECKING:
@@ -79,17 +87,8 @@ def _public_uri(uri: str) -> str:
     return re.sub(r"//[^/@]*@", "//", uri)
 
 
-def _dumps(props: Mapping[str, Any]) -> str | None:
-    return json.dumps(props, ensure_ascii=False, separators=(",", ":")) if props else None
-
-
-def _loads(text: str | None) -> dict[str, Any]:
-    return json.loads(text) if text else {}
-
-
 def _batches(rows: Sequence[T], size: int = _BATCH) -> Iterator[Sequence[T]]:
-    for i in range(0, len(rows), size):
-        yield rows[i : i + size]
+    return batched(rows, size)
 
 
 def _scalar(v: Any) -> bool:
@@ -318,7 +317,7 @@ class Neo4jStore(GraphStore):
         for n in nodes:
             if n.group != group:
                 raise StoreError(f"node {n.id!r} belongs to group {n.group!r}, not {group!r}")
-            row: dict[str, Any] = {"id": n.id, "label": str(n.label), "doc_id": n.doc_id, "props": _dumps(n.props)}
+            row: dict[str, Any] = {"id": n.id, "label": str(n.label), "doc_id": n.doc_id, "props": dump_props(n.props)}
             for p in INDEXED_PROPS:
                 v = n.props.get(p)
                 row[p] = v if _scalar(v) else None
@@ -334,7 +333,7 @@ class Neo4jStore(GraphStore):
                     "backend's `extra_edge_types` setting"
                 )
             edge_rows.setdefault(t, []).append(
-                {"src": e.src, "dst": e.dst, "doc_id": e.doc_id, "props": _dumps(e.props)}
+                {"src": e.src, "dst": e.dst, "doc_id": e.doc_id, "props": dump_props(e.props)}
             )
         vec_batches: list[tuple[str, int, list[dict[str, Any]]]] = []
         for space, (ids, matrix) in (vectors or {}).items():
@@ -478,7 +477,7 @@ class Neo4jStore(GraphStore):
     # ------------------------------------------------------------------ reads
     @staticmethod
     def _node(group: str, r: Any) -> Node:
-        return Node(id=r["id"], label=r["label"], group=group, doc_id=r["doc_id"], props=_loads(r["props"]))
+        return Node(id=r["id"], label=r["label"], group=group, doc_id=r["doc_id"], props=load_props(r["props"]))
 
     _NODE_COLS = "n.id AS id, n.label AS label, n.doc_id AS doc_id, n.props AS props"
     _EDGE_COLS = "a.id AS src, type(r) AS type, b.id AS dst, r.doc_id AS doc_id, r.props AS props"
@@ -486,7 +485,7 @@ class Neo4jStore(GraphStore):
     @staticmethod
     def _edge(group: str, r: Any) -> Edge:
         return Edge(
-            src=r["src"], type=r["type"], dst=r["dst"], group=group, doc_id=r["doc_id"], props=_loads(r["props"])
+            src=r["src"], type=r["type"], dst=r["dst"], group=group, doc_id=r["doc_id"], props=load_props(r["props"])
         )
 
     def get_nodes(self, group: str, ids: Sequence[str]) -> list[Node]:
