@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -23,6 +24,21 @@ import numpy as np
 from .components import Embedder
 
 CACHE_FILE = "embeddings.sqlite3"
+
+
+def _enable_wal(con: sqlite3.Connection, wait_s: float = 60.0) -> None:
+    """Switch to WAL. Two processes doing this on a new file at the same moment can get
+    "database is locked" at once (the switch takes an exclusive lock and SQLite does not
+    always call the busy handler for it), so retry until the other one is done."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            con.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
 
 
 def text_key(text: str, input_type: str = "document") -> str:
@@ -46,7 +62,7 @@ class EmbeddingCache:
         con: sqlite3.Connection | None = getattr(self._local, "con", None)
         if con is None:
             con = sqlite3.connect(self.path, timeout=60.0)
-            con.execute("PRAGMA journal_mode=WAL")
+            _enable_wal(con)
             con.execute("PRAGMA synchronous=NORMAL")
             self._local.con = con
         return con
