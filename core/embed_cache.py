@@ -26,7 +26,7 @@ from .components import Embedder
 CACHE_FILE = "embeddings.sqlite3"
 
 
-def _enable_wal(con: sqlite3.Connection, wait_s: float = 60.0) -> None:
+def enable_wal(con: sqlite3.Connection, wait_s: float = 60.0) -> None:
     """Switch to WAL. Two processes doing this on a new file at the same moment can get
     "database is locked" at once (the switch takes an exclusive lock and SQLite does not
     always call the busy handler for it), so retry until the other one is done."""
@@ -62,7 +62,7 @@ class EmbeddingCache:
         con: sqlite3.Connection | None = getattr(self._local, "con", None)
         if con is None:
             con = sqlite3.connect(self.path, timeout=60.0)
-            _enable_wal(con)
+            enable_wal(con)
             con.execute("PRAGMA synchronous=NORMAL")
             self._local.con = con
         return con

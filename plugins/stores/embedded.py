@@ -43,6 +43,7 @@ from typing import Any, Literal
 
 import numpy as np
 from graphroute.core.components import ComponentParams, StoreBackend
+from graphroute.core.embed_cache import enable_wal
 from graphroute.core.hookspecs import hookimpl
 from graphroute.core.models import Edge, Node
 from graphroute.core.store import (
@@ -164,7 +165,7 @@ class EmbeddedStore(GraphStore):
                 conn = sqlite3.connect(
                     self._db, timeout=self._timeout, isolation_level=None, check_same_thread=False
                 )
-                conn.execute("PRAGMA journal_mode=WAL")
+                enable_wal(conn, self._timeout)
                 conn.execute(f"PRAGMA synchronous={self._synchronous}")
                 conn.execute("PRAGMA foreign_keys=OFF")
                 conn.execute("PRAGMA cache_size=-65536")  # 64 MiB page cache
