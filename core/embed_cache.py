@@ -111,6 +111,12 @@ def _is_contextual(embedder: Embedder) -> bool:
     return type(embedder).embed_contextual is not Embedder.embed_contextual
 
 
+def is_contextual(embedder: Embedder) -> bool:
+    """True when ``embedder`` (or the model behind a :class:`CachingEmbedder`) embeds a
+    document's units in context, so its units must not be pooled with other documents'."""
+    return _is_contextual(getattr(embedder, "inner", embedder))
+
+
 class CachingEmbedder(Embedder):
     """Wraps an embedder with an :class:`EmbeddingCache`; only missing texts reach the model.
 

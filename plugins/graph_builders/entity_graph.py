@@ -461,6 +461,9 @@ def _unchanged(meta: dict[str, Any]) -> dict[str, Any]:
     return stats
 
 
+EMBED_CALL_TEXTS = 4096  # texts per embedding call (see _embed)
+
+
 def _write_edges(store: GraphStore, group: str, edges: Sequence[Edge], description: str) -> None:
     """Edges in bounded transactions so one huge layer never holds the writer for long."""
     with progress.bar(description, len(edges)) as b:
@@ -471,8 +474,11 @@ def _write_edges(store: GraphStore, group: str, edges: Sequence[Edge], descripti
 
 
 def _embed(
-    ctx: IndexContext, texts: Sequence[str], description: str, batch: int = 256
+    ctx: IndexContext, texts: Sequence[str], description: str, batch: int = EMBED_CALL_TEXTS
 ) -> np.ndarray:
+    """Texts embedded in a few wide calls: the model sorts a call's texts by length before
+    batching, so wider calls pad less (3,272 entity names: one call 9.1 s, 256-text calls
+    10.5 s); the slices only bound memory and keep the progress bar moving."""
     dim = ctx.embedder.dimension
     if not texts:
         return np.zeros((0, dim), dtype=np.float32)
