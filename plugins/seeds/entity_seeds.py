@@ -48,9 +48,16 @@ def _clean(span: str) -> str:
     return " ".join(span.strip(" \t\n?!.,;:\"'()[]").split())
 
 
-def offline_names(question: str) -> list[str]:
+NounPhrases = Literal["always", "fallback", "never"]
+
+
+def offline_names(question: str, noun_phrases: NounPhrases = "always") -> list[str]:
     """Candidate names from the question: spaCy entities, then capitalised spans, then noun
-    phrases (determiners and question words stripped), de-duplicated by normalised name."""
+    phrases (determiners and question words stripped), de-duplicated by normalised name.
+
+    ``noun_phrases``: "fallback" adds noun phrases only when no entity or capitalised span
+    was found - a question's common nouns ("author", "country") name the relation asked
+    about, not a node to start from, and resolve to whatever entity happens to contain them."""
     doc = _nlp()(question)
     found: list[str] = []
     seen: set[str] = set()
@@ -92,6 +99,8 @@ def offline_names(question: str) -> list[str]:
             i = j
         else:
             i += 1
+    if noun_phrases == "never" or (noun_phrases == "fallback" and found):
+        return found
     for nc in doc.noun_chunks:
         words = [w for w in nc if w.pos_ not in ("DET", "PRON") and w.lower_ not in _QUESTION_WORDS]
         if words:
@@ -138,6 +147,11 @@ class NerSeeds(Stage):
             description="LLM only: split the question into sub-questions and add their names as extra "
             "Tier-1 seeds (route5 §6.2; off by default).",
         )
+        noun_phrases: NounPhrases = Field(
+            "always",
+            description="Offline: add the question's noun phrases to its named entities always, only when "
+            "no named entity was found (fallback), or never.",
+        )
 
     params: Params
 
@@ -152,7 +166,7 @@ class NerSeeds(Stage):
             except Exception as exc:  # a bad answer must not sink the query: fall back offline
                 ctx.stats["llm_error"] = f"{type(exc).__name__}: {exc}"[:200]
         if not names:
-            names = offline_names(state.question)
+            names = offline_names(state.question, self.params.noun_phrases)
             mode = "offline" if mode != "llm" else "llm+offline"
         names = names[: self.params.top_k]
         extra: list[str] = []
@@ -225,6 +239,7 @@ class Lexicon:
     by_alias: dict[str, list[str]] = field(default_factory=dict)  # normalised alias -> ids
     norms: list[str] = field(default_factory=list)
     norm_ids: dict[str, str] = field(default_factory=dict)
+    id_norms: dict[str, str] = field(default_factory=dict)  # id -> normalised name
     mentions: dict[str, int] = field(default_factory=dict)
 
 
@@ -246,6 +261,7 @@ def lexicon(store: GraphStore, group: str) -> Lexicon:
         norm = str(props.get("norm") or node.id.removeprefix("ent:"))
         lex.by_name.setdefault(name, node.id)
         lex.norm_ids[norm] = node.id
+        lex.id_norms[node.id] = norm
         mc = props.get("mention_count")
         lex.mentions[node.id] = int(mc) if isinstance(mc, int | float) else 0
         for alias in props.get("aliases") or []:
@@ -285,6 +301,12 @@ class SeedResolution(Stage):
         )
         weight: float = Field(1.0, gt=0.0, le=100.0, description="Teleport weight of each resolved seed.")
         tier: str = Field("entity", description="Tier label of the seeds (Route 5 tiers: entity, structural, thematic).")
+        weight_by_match: bool = Field(
+            False,
+            description="Multiply each seed's weight by its match score (1 for exact, normalised and alias "
+            "matches; the fuzzy ratio, the covered share of a substring match, the embedding cosine), so "
+            "a loose match pulls less teleport mass than an exact one.",
+        )
 
     params: Params
 
@@ -311,6 +333,9 @@ class SeedResolution(Stage):
                     hit, score = lex.norm_ids[best], difflib.SequenceMatcher(None, norm, best).ratio()
             elif strategy == "substring":
                 hit = self._substring(norm, lex)
+                if hit is not None:  # the share of the longer name the shorter one covers
+                    other = lex.id_norms.get(hit, norm)
+                    score = min(len(norm), len(other)) / max(len(norm), len(other), 1)
             elif strategy == "embedding":
                 try:
                     hits = ctx.services.store.vector_search(group, "entity", ctx.query_vector(name), 1)
@@ -353,7 +378,8 @@ class SeedResolution(Stage):
             if node in have:
                 continue
             have.add(node)
-            state.seeds.append(Seed(name=name, node_id=node, weight=self.params.weight, tier=self.params.tier, strategy=strategy))
+            weight = self.params.weight * (score if self.params.weight_by_match else 1.0)
+            state.seeds.append(Seed(name=name, node_id=node, weight=weight, tier=self.params.tier, strategy=strategy))
         counts: dict[str, int] = {}
         for r in report:
             counts[r["strategy"]] = counts.get(r["strategy"], 0) + 1

@@ -234,6 +234,11 @@ class PassageSeeds(Stage):
     class Params(StageParams):
         top_k: int = Field(10, ge=1, le=1000, description="Chunk vector hits that become passage seeds.")
         min_score: float = Field(0.0, ge=-1.0, le=1.0, description="Cosine a hit needs to seed (weights are the cosines).")
+        normalize: Literal["cosine", "minmax"] = Field(
+            "cosine",
+            description="Seed weights: the raw cosines, or min-max scaled over the hits (HippoRAG 2), which "
+            "separates the best hits from the rest instead of giving all ten nearly the same mass.",
+        )
 
     params: Params
 
@@ -245,6 +250,10 @@ class PassageSeeds(Stage):
         p = self.params
         hits = ctx.services.store.vector_search(state.group, "chunk", ctx.query_vector(state.question), p.top_k)
         kept = [(c, float(s)) for c, s in hits if s >= p.min_score and s > 0]
+        if p.normalize == "minmax" and kept:
+            lo, hi = min(s for _, s in kept), max(s for _, s in kept)
+            kept = [(c, (s - lo) / (hi - lo) if hi > lo else 1.0) for c, s in kept]
+            kept = [(c, s) for c, s in kept if s > 0]
         for c, s in kept:
             state.seeds.append(Seed(name=c, node_id=c, weight=s, tier=PASSAGE_TIER, strategy="chunk_vector"))
         ctx.stats.update({"hits": len(hits), "seeds": len(kept), "top": [{"chunk": c, "score": round(s, 4)} for c, s in kept[:5]]})
@@ -491,6 +500,25 @@ def unify(seeds: Sequence[Seed], weights: Mapping[str, float]) -> list[Seed]:
     return out
 
 
+def with_specificity(store: GraphStore, group: str, seeds: Sequence[Seed]) -> list[Seed]:
+    """Entity-tier seeds weighted by node specificity 1 / chunks mentioning the entity
+    (HippoRAG, Gutierrez et al. 2024): a seed named in hundreds of passages spreads its
+    teleport mass over all of them, so it should carry less of it. Other tiers unchanged."""
+    ids = [s.node_id for s in seeds if s.tier == "entity" and s.node_id]
+    if not ids:
+        return list(seeds)
+    counts: dict[str, int] = {}
+    for node in store.get_nodes(group, list(dict.fromkeys(ids))):
+        n = node.props.get("chunk_count")
+        if isinstance(n, int | float) and not isinstance(n, bool) and n > 0:
+            counts[node.id] = int(n)
+    return [
+        s.model_copy(update={"weight": s.weight / counts.get(s.node_id, 1)})
+        if s.tier == "entity" and s.node_id else s
+        for s in seeds
+    ]
+
+
 class UnifiedSeeds(Stage):
     """Merge the three seed tiers into one weighted teleport vector (tier-normalised, weighted, summed)."""
 
@@ -512,11 +540,18 @@ class UnifiedSeeds(Stage):
             description="Weight of the passage tier (passage_seeds, HippoRAG 2) beside w1 + w2 + w3; it never "
             "receives or hands on redistributed weight and does not change the damping. 0: passage seeds ignored.",
         )
+        specificity: bool = Field(
+            False,
+            description="Divide each entity-tier seed's weight by the number of chunks that mention the entity "
+            "(HippoRAG's node specificity), so a rare name in the question outweighs a common one.",
+        )
 
     params: Params
 
     def run(self, state: QueryState, ctx: StageContext) -> None:
         p = self.params
+        if p.specificity:
+            state.seeds = with_specificity(ctx.services.store, state.group, state.seeds)
         nominal_src = state.tier_weights or {"w1": p.w1, "w2": p.w2, "w3": p.w3}
         nominal = {t: float(nominal_src.get(TIER_KEYS[t], 0.0)) for t in TIERS}
         present = {t: any(s.tier == t and s.node_id and s.weight > 0 for s in state.seeds) for t in TIERS}
