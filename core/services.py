@@ -9,7 +9,7 @@ query is always embedded in the same space as the index.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -89,6 +89,21 @@ class Services:
                 self._query_cache.clear()
             self._query_cache[text] = vec
         return vec
+
+    def embed_queries(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """:meth:`embed_query` for several texts, with the uncached ones in ONE model call
+        (a stage that embeds several short names per query pays one forward pass, not one
+        each); the vectors go into the same per-query cache, so a later ``embed_query`` of
+        any of them is free. An embedder with its own ``embed_query`` is called per text."""
+        emb = self.embedder()
+        missing = [t for t in dict.fromkeys(texts) if t not in self._query_cache]
+        if len(missing) > 1 and type(emb).embed_query is Embedder.embed_query:
+            vecs = emb.embed(missing, input_type="query")
+            if len(self._query_cache) + len(missing) > 256:
+                self._query_cache.clear()
+            for t, v in zip(missing, vecs, strict=True):
+                self._query_cache[t] = v
+        return [self.embed_query(t) for t in texts]
 
     def for_group(self, group: str) -> Services:
         """Same models, another group."""

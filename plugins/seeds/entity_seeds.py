@@ -13,11 +13,14 @@ from __future__ import annotations
 import difflib
 import json
 import threading
+from collections import Counter
 from collections.abc import Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Literal
 
+import numpy as np
 from graphroute.core.entities import entity_id, normalize_name
 from graphroute.core.hookspecs import hookimpl
 from graphroute.core.models import EdgeType, Label, Seed
@@ -241,6 +244,62 @@ class Lexicon:
     norm_ids: dict[str, str] = field(default_factory=dict)
     id_norms: dict[str, str] = field(default_factory=dict)  # id -> normalised name
     mentions: dict[str, int] = field(default_factory=dict)
+    # look-up structures over ``norms`` built on first use (see close_matches, inner_names,
+    # outer_names): the cascade used to scan all of a group's entities in Python per name,
+    # which on MuSiQue's 20k entities cost more than the query's embedding
+    _chars: dict[str, tuple[np.ndarray, np.ndarray]] | None = field(default=None, repr=False)
+    _lens: np.ndarray | None = field(default=None, repr=False)
+    _tokens: dict[str, list[int]] | None = field(default=None, repr=False)
+
+    def close_matches(self, word: str, n: int, cutoff: float) -> list[str]:
+        """``difflib.get_close_matches(word, self.norms, n, cutoff)``, same result, faster.
+
+        difflib keeps a candidate only if its ``quick_ratio`` (shared characters counted as
+        multisets, ``2 * shared / total length``) reaches the cutoff; that bound is computed
+        for every name at once with numpy from per-character postings, and difflib then runs
+        on the few names that pass it (its result does not depend on the input order)."""
+        if self._chars is None or self._lens is None:
+            postings: dict[str, tuple[list[int], list[int]]] = {}
+            for i, c in enumerate(self.norms):
+                for ch, k in Counter(c).items():
+                    acc = postings.setdefault(ch, ([], []))
+                    acc[0].append(i)
+                    acc[1].append(k)
+            self._lens = np.fromiter((len(c) for c in self.norms), dtype=np.int64, count=len(self.norms))
+            self._chars = {
+                ch: (np.asarray(ix, dtype=np.int64), np.asarray(ks, dtype=np.int64)) for ch, (ix, ks) in postings.items()
+            }
+        shared = np.zeros(len(self.norms), dtype=np.int64)
+        for ch, k in Counter(word).items():
+            hit = self._chars.get(ch)
+            if hit is not None:
+                shared[hit[0]] += np.minimum(hit[1], k)
+        bound = 2.0 * shared / np.maximum(self._lens + len(word), 1)
+        passing = [self.norms[i] for i in np.flatnonzero(bound >= cutoff - 1e-9)]
+        return difflib.get_close_matches(word, passing, n=n, cutoff=cutoff) if passing else []
+
+    def inner_names(self, norm: str, min_chars: int) -> list[str]:
+        """Names (other than ``norm``, at least ``min_chars`` long) that occur in ``norm`` as
+        whole words, in ``norms`` order. A whole-word occurrence starts and ends at a space
+        or an end of ``norm``, so it is a run of consecutive ``split(" ")`` tokens: the
+        candidates are those runs, looked up instead of scanning every name."""
+        toks = norm.split(" ")
+        runs = {" ".join(toks[a:b]) for a in range(len(toks)) for b in range(a + 1, len(toks) + 1)}
+        return sorted(c for c in runs if c in self.norm_ids and len(c) >= min_chars and c != norm)
+
+    def outer_names(self, norm: str) -> list[str]:
+        """Names that contain ``norm`` as whole words, in ``norms`` order: such a name has
+        every token of ``norm`` among its own tokens, so only the names sharing its rarest
+        token are checked."""
+        if self._tokens is None:
+            tokens: dict[str, list[int]] = {}
+            for i, c in enumerate(self.norms):
+                for t in set(c.split(" ")):
+                    tokens.setdefault(t, []).append(i)
+            self._tokens = tokens
+        lists = [self._tokens.get(t, []) for t in set(norm.split(" "))]
+        rarest = min(lists, key=len) if lists else []
+        return [self.norms[i] for i in rarest if _contains_words(self.norms[i], norm)]
 
 
 _lex_cache: dict[tuple[int, str], Lexicon] = {}
@@ -311,10 +370,15 @@ class SeedResolution(Stage):
     params: Params
 
     def resolve(self, name: str, lex: Lexicon, ctx: StageContext, group: str) -> tuple[str, Strategy, float] | None:
+        return self._cascade(name, lex, ctx, group, self.params.strategies)
+
+    def _cascade(
+        self, name: str, lex: Lexicon, ctx: StageContext, group: str, strategies: Sequence[Strategy]
+    ) -> tuple[str, Strategy, float] | None:
         norm = normalize_name(name)
         if not norm:
             return None
-        for strategy in self.params.strategies:
+        for strategy in strategies:
             hit: str | None = None
             score = 1.0
             if strategy == "exact":
@@ -327,7 +391,7 @@ class SeedResolution(Stage):
                 ids = lex.by_alias.get(norm, [])
                 hit = max(ids, key=lambda i: (lex.mentions.get(i, 0), i)) if ids else None
             elif strategy == "fuzzy":
-                close = difflib.get_close_matches(norm, lex.norms, n=3, cutoff=self.params.fuzzy_cutoff)
+                close = lex.close_matches(norm, 3, self.params.fuzzy_cutoff)
                 if close:
                     best = max(close, key=lambda c: (round(difflib.SequenceMatcher(None, norm, c).ratio(), 6), lex.mentions.get(lex.norm_ids[c], 0)))
                     hit, score = lex.norm_ids[best], difflib.SequenceMatcher(None, norm, best).ratio()
@@ -351,13 +415,13 @@ class SeedResolution(Stage):
         """The most specific entity inside the name (longest), else the most mentioned
         entity whose name contains it; whole words only."""
         n = self.params.min_substring_chars
-        inner = [c for c in lex.norms if len(c) >= n and c != norm and _contains_words(norm, c)]
+        inner = lex.inner_names(norm, n)
         if inner:
             best = max(inner, key=lambda c: (len(c), lex.mentions.get(lex.norm_ids[c], 0)))
             return lex.norm_ids[best]
         if len(norm) < n:
             return None
-        outer = [c for c in lex.norms if _contains_words(c, norm)]
+        outer = lex.outer_names(norm)
         if outer:
             best = max(outer, key=lambda c: (lex.mentions.get(lex.norm_ids[c], 0), -len(c), c))
             return lex.norm_ids[best]
@@ -368,8 +432,20 @@ class SeedResolution(Stage):
         have = {s.node_id for s in state.seeds if s.node_id}
         report: list[dict[str, Any]] = []
         unresolved: list[str] = []
+        # The cascade up to the embedding strategy runs first for every name; the names that
+        # reach it are embedded together in one model call (was: one call per name, each
+        # costing about as much as the question's own embedding), then finish the cascade.
+        strategies = list(self.params.strategies)
+        cut = strategies.index("embedding") if "embedding" in strategies else len(strategies)
+        early = {n: self._cascade(n, lex, ctx, state.group, strategies[:cut]) for n in dict.fromkeys(state.seed_names)}
+        late = [n for n, r in early.items() if r is None and normalize_name(n)] if cut < len(strategies) else []
+        if len(late) > 1:
+            embed_queries = getattr(ctx.services, "embed_queries", None)
+            if callable(embed_queries):
+                with suppress(Exception):  # a failure here resurfaces per name below, handled there
+                    embed_queries(late)
         for name in state.seed_names:
-            res = self.resolve(name, lex, ctx, state.group)
+            res = early[name] or (self._cascade(name, lex, ctx, state.group, strategies[cut:]) if name in late else None)
             if res is None:
                 unresolved.append(name)
                 continue
