@@ -1,0 +1,99 @@
+"""HippoRAG-style seed weighting options Route 5 turns on: min-max passage seeds, node
+specificity, match-score seed weights, and noun phrases only as an NER fallback."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from graphroute.core.engine import open_store
+from graphroute.core.models import Label, Node, Seed
+from graphroute.core.services import Services
+from graphroute.core.stage import QueryState, StageContext
+from graphroute.core.store import GraphStore
+from graphroute.plugins.seeds.entity_seeds import SeedResolution, offline_names
+from graphroute.plugins.seeds.tiers import (
+    PASSAGE_TIER,
+    PassageSeeds,
+    UnifiedSeeds,
+    with_specificity,
+)
+
+from .test_passages import GROUP, _FixedQuery, two_documents
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[GraphStore]:
+    s = open_store(str(tmp_path / "store"))
+    yield s
+    s.close()
+
+
+def test_minmax_passage_seeds_separate_the_best_hit_and_drop_the_worst(store: GraphStore) -> None:
+    two_documents(store)
+    vecs = np.array([[1, 0, 0], [0.8, 0.6, 0], [0.6, 0.8, 0]], dtype=np.float32)
+    store.write(GROUP, nodes=[], edges=[], vectors={"chunk": (["c1", "c2", "c3"], vecs)})
+    c = _FixedQuery(services=Services(store, GROUP), stage_id="t")
+    c.vector = np.array([1, 0, 0], dtype=np.float32)
+    raw = QueryState("q", GROUP)
+    PassageSeeds(PassageSeeds.Params(top_k=3)).run(raw, c)
+    assert [s.weight for s in raw.seeds] == pytest.approx([1.0, 0.8, 0.6], abs=1e-5)
+    scaled = QueryState("q", GROUP)
+    PassageSeeds(PassageSeeds.Params(top_k=3, normalize="minmax")).run(scaled, c)
+    # (s - 0.6) / (1.0 - 0.6): the best hit keeps 1, the weakest gets 0 and seeds nothing
+    assert [(s.node_id, round(s.weight, 4)) for s in scaled.seeds] == [("c1", 1.0), ("c2", 0.5)]
+    assert all(s.tier == PASSAGE_TIER for s in scaled.seeds)
+
+
+def test_specificity_divides_entity_seeds_by_their_chunk_count(store: GraphStore) -> None:
+    store.write(GROUP, nodes=[
+        Node(id="ent:rare", label=Label.ENTITY, group=GROUP, props={"name": "Rare", "chunk_count": 1}),
+        Node(id="ent:common", label=Label.ENTITY, group=GROUP, props={"name": "Common", "chunk_count": 40}),
+    ], edges=[])
+    seeds = [
+        Seed(name="Rare", node_id="ent:rare", weight=1.0, tier="entity"),
+        Seed(name="Common", node_id="ent:common", weight=1.0, tier="entity"),
+        Seed(name="Common", node_id="ent:common", weight=1.0, tier="structural"),  # other tiers untouched
+        Seed(name="c1", node_id="c1", weight=1.0, tier=PASSAGE_TIER),
+    ]
+    out = with_specificity(store, GROUP, seeds)
+    assert [s.weight for s in out] == pytest.approx([1.0, 1 / 40, 1.0, 1.0])
+
+    st = QueryState("q", GROUP)
+    st.tier_weights = {"w1": 1.0, "w2": 0.0, "w3": 0.0}
+    st.seeds = seeds[:2]
+    UnifiedSeeds(UnifiedSeeds.Params(specificity=True)).run(st, StageContext(services=Services(store, GROUP), stage_id="u"))
+    w = {s.node_id: s.weight for s in st.seeds}
+    assert w["ent:rare"] == pytest.approx(40 / 41) and w["ent:common"] == pytest.approx(1 / 41)
+
+
+def test_weight_by_match_scales_loose_matches_down(store: GraphStore) -> None:
+    store.write(GROUP, nodes=[
+        Node(id="ent:henrik ibsen", label=Label.ENTITY, group=GROUP, props={"name": "Henrik Ibsen", "norm": "henrik ibsen"}),
+        Node(id="ent:debut author", label=Label.ENTITY, group=GROUP, props={"name": "debut author", "norm": "debut author"}),
+    ], edges=[])
+    ctx = StageContext(services=Services(store, GROUP), stage_id="r")
+
+    def resolve(weighted: bool) -> dict[str, float]:
+        st = QueryState("q", GROUP)
+        st.seed_names = ["Henrik Ibsen", "author"]
+        SeedResolution(SeedResolution.Params(strategies=["exact", "normalized", "substring"], weight_by_match=weighted)).run(st, ctx)
+        return {s.node_id or "": s.weight for s in st.seeds}
+
+    assert resolve(False) == {"ent:henrik ibsen": 1.0, "ent:debut author": 1.0}
+    # "author" covers 6 of the 12 characters of "debut author"
+    assert resolve(True) == pytest.approx({"ent:henrik ibsen": 1.0, "ent:debut author": 0.5})
+
+
+def test_noun_phrases_only_as_a_fallback() -> None:
+    question = "What country was the author of Brand a citizen of?"
+    always = offline_names(question)
+    assert "Brand" in always and any("author" in n for n in always)
+    assert offline_names(question, "fallback") == ["Brand"]
+    assert offline_names(question, "never") == ["Brand"]
+    # nothing named: the fallback still gives the search somewhere to start
+    plain = "what is the boiling point of water at sea level?"
+    assert offline_names(plain, "never") == []
+    assert offline_names(plain, "fallback") == offline_names(plain, "always") != []
