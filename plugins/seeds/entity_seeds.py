@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 import threading
 from collections import Counter
 from collections.abc import Sequence
@@ -79,7 +80,8 @@ def offline_names(question: str, noun_phrases: NounPhrases = "always") -> list[s
     for ent in doc.ents:
         if ent.label_ not in _SKIP_ENT_TYPES:
             add(ent.text)
-    # capitalised spans (proper names spaCy's small model misses), connectors allowed inside
+    # capitalised spans (proper names spaCy's small model misses), connectors and initials
+    # ("Harris W. Fawell") allowed inside
     toks = list(doc)
     i = 0
     while i < len(toks):
@@ -87,7 +89,7 @@ def offline_names(question: str, noun_phrases: NounPhrases = "always") -> list[s
         if t.text[:1].isupper() and not (i == 0 and t.text.lower() in _QUESTION_WORDS) and t.is_alpha:
             j = i + 1
             while j < len(toks):
-                if toks[j].text[:1].isupper() and toks[j].is_alpha:
+                if toks[j].text[:1].isupper() and (toks[j].is_alpha or _INITIAL.fullmatch(toks[j].text)):
                     j += 1
                     continue
                 # connectors ("of", "and the") only inside a span: a capitalised word must follow
@@ -102,13 +104,30 @@ def offline_names(question: str, noun_phrases: NounPhrases = "always") -> list[s
             i = j
         else:
             i += 1
+    found = _without_fragments(found)
     if noun_phrases == "never" or (noun_phrases == "fallback" and found):
         return found
+    named = [normalize_name(n) for n in found]
     for nc in doc.noun_chunks:
         words = [w for w in nc if w.pos_ not in ("DET", "PRON") and w.lower_ not in _QUESTION_WORDS]
-        if words:
-            add(doc[words[0].i : words[-1].i + 1].text)
+        phrase = doc[words[0].i : words[-1].i + 1].text if words else ""
+        if phrase and not any(f" {normalize_name(phrase)} " in f" {o} " for o in named):
+            add(phrase)
     return found
+
+
+_INITIAL = re.compile(r"[A-Z]\.")
+
+
+def _without_fragments(names: list[str]) -> list[str]:
+    """Drop a name that is a whole-word part of another name found in the same question
+    ("Harris" beside "Harris W. Fawell"): the fragment names a different, usually far more
+    common entity, and the longer name already resolves to the right one."""
+    norms = [normalize_name(n) for n in names]
+    return [
+        n for n, norm in zip(names, norms, strict=True)
+        if not any(o != norm and f" {norm} " in f" {o} " for o in norms)
+    ]
 
 
 _LLM_PROMPT = (

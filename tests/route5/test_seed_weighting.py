@@ -97,3 +97,11 @@ def test_noun_phrases_only_as_a_fallback() -> None:
     plain = "what is the boiling point of water at sea level?"
     assert offline_names(plain, "never") == []
     assert offline_names(plain, "fallback") == offline_names(plain, "always") != []
+
+
+def test_initials_stay_inside_a_name_and_fragments_are_dropped() -> None:
+    names = offline_names("In what county is the city where Harris W. Fawell was born?", "never")
+    assert names == ["Harris W. Fawell"]  # not "Harris" and "Fawell" beside it
+    journal = offline_names("Which association published Journal of Psychotherapy Integration?")
+    assert "Journal of Psychotherapy Integration" in journal
+    assert not {"Journal", "Psychotherapy Integration"} & set(journal)  # noun-phrase fragments of the name
