@@ -113,14 +113,6 @@ def _marks(n: int) -> str:
     return ",".join("?" * n)
 
 
-def _normalise(matrix: np.ndarray) -> np.ndarray:
-    """Rows scaled to unit length (embedders already do it; a store must not rely on it)."""
-    m = np.asarray(matrix, dtype=np.float32)
-    norms = np.linalg.norm(m, axis=1, keepdims=True)
-    norms[norms == 0] = 1.0
-    return m / norms
-
-
 def _dot_rows(matrix: np.ndarray, q: np.ndarray) -> np.ndarray:
     """``matrix @ q`` on one thread (numpy's own loop, no BLAS).
 
@@ -566,19 +558,12 @@ class EmbeddedStore(GraphStore):
         with self._snapshot() as conn:
             row = conn.execute("SELECT version FROM groups WHERE grp = ?", (group,)).fetchone()
             version = int(row[0]) if row else 0
-            dim_row = conn.execute(
-                "SELECT dim FROM spaces WHERE grp = ? AND space = ?", (group, str(space))
-            ).fetchone()
-            rows = conn.execute(
-                "SELECT id, vec FROM vectors WHERE grp = ? AND space = ? ORDER BY id", (group, str(space))
-            ).fetchall()
-        dim = int(dim_row[0]) if dim_row else 0
-        ids = [r[0] for r in rows]
-        if rows:
-            raw = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), dim)
-            matrix = _normalise(raw)
-        else:
-            matrix = np.zeros((0, dim), dtype=np.float32)
+            ids, matrix = self._read_vectors(conn, group, str(space))
+        # rows scaled to unit length (embedders already do it; a store must not rely on it),
+        # in place: the only copy is the one the cache keeps
+        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+        norms[norms == 0] = 1.0
+        matrix /= norms
         loaded = _Space(version, ids, {i: n for n, i in enumerate(ids)}, matrix)
         with self._spaces_lock:
             self._spaces[key] = loaded
@@ -653,17 +638,27 @@ class EmbeddedStore(GraphStore):
 
     def all_vectors(self, group: str, space: str) -> tuple[list[str], np.ndarray]:
         with self._snapshot() as conn:
-            dim_row = conn.execute(
-                "SELECT dim FROM spaces WHERE grp = ? AND space = ?", (group, str(space))
-            ).fetchone()
-            rows = conn.execute(
-                "SELECT id, vec FROM vectors WHERE grp = ? AND space = ? ORDER BY id", (group, str(space))
-            ).fetchall()
+            return self._read_vectors(conn, group, str(space))
+
+    @staticmethod
+    def _read_vectors(conn: sqlite3.Connection, group: str, space: str) -> tuple[list[str], np.ndarray]:
+        """Ids (sorted) and the float32 matrix of a space, filled row by row from the cursor.
+
+        Why not ``fetchall`` + ``b"".join``: that held the rows, the joined bytes and the
+        matrix at once - three copies of the space (100k sentences x 384-d: 150 MB each) at
+        the peak of every kNN step. Call inside a snapshot, so the count and rows agree."""
+        dim_row = conn.execute("SELECT dim FROM spaces WHERE grp = ? AND space = ?", (group, space)).fetchone()
         dim = int(dim_row[0]) if dim_row else 0
-        if not rows:
-            return [], np.zeros((0, dim), dtype=np.float32)
-        matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), dim)
-        return [r[0] for r in rows], matrix.copy()
+        count = int(
+            conn.execute("SELECT COUNT(*) FROM vectors WHERE grp = ? AND space = ?", (group, space)).fetchone()[0]
+        )
+        matrix = np.empty((count, dim), dtype=np.float32)
+        ids: list[str] = []
+        cur = conn.execute("SELECT id, vec FROM vectors WHERE grp = ? AND space = ? ORDER BY id", (group, space))
+        for r, (vid, blob) in enumerate(cur):
+            matrix[r] = np.frombuffer(blob, dtype=np.float32)
+            ids.append(vid)
+        return ids, matrix
 
     def counts(self, group: str) -> dict[str, dict[str, int]]:
         with self._snapshot() as conn:
