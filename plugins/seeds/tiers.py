@@ -177,6 +177,43 @@ def community_members(store: GraphStore, group: str, community_ids: Sequence[str
     return out
 
 
+_span_cache: dict[tuple[int, str, int, str], int] = {}
+_span_lock = threading.Lock()
+
+
+def community_documents(store: GraphStore, group: str, members: Mapping[str, Sequence[str]]) -> dict[str, int]:
+    """Community id -> number of documents its members are mentioned in, cached per store
+    version (a community's span only changes when the group is re-indexed)."""
+    version = store.version(group)
+    out: dict[str, int] = {}
+    for c, ms in members.items():
+        key = (id(store), group, version, c)
+        with _span_lock:
+            n = _span_cache.get(key)
+        if n is None:
+            docs = {e.doc_id for e in store.edges_of(group, list(ms), [EdgeType.MENTIONS], direction="in") if e.doc_id}
+            n = len(docs)
+            with _span_lock:
+                if len(_span_cache) > 4096:
+                    _span_cache.clear()
+                _span_cache[key] = n
+        out[c] = n
+    return out
+
+
+def group_documents(store: GraphStore, group: str) -> int:
+    """Documents in the group, cached per store version."""
+    version = store.version(group)
+    key = (id(store), group, version, "")
+    with _span_lock:
+        n = _span_cache.get(key)
+    if n is None:
+        n = int(store.counts(group).get("nodes", {}).get(Label.DOCUMENT.value, 0))
+        with _span_lock:
+            _span_cache[key] = n
+    return n
+
+
 class ThematicSeeds(Stage):
     """Tier 3: communities whose summary vectors match the question -> member entities become seeds."""
 
@@ -189,6 +226,12 @@ class ThematicSeeds(Stage):
         communities: int = Field(3, ge=1, le=100, description="Best-matching communities used.")
         min_similarity: float = Field(0.2, ge=-1.0, le=1.0, description="Cosine a community summary needs.")
         members_per_community: int = Field(10, ge=1, le=1000, description="Most-mentioned members of a community that become seeds.")
+        min_documents: int = Field(
+            2, ge=1, le=1000,
+            description="Documents a community's members must be mentioned in for it to count as a theme "
+            "(capped at the group's document count); a community inside one document is that document's "
+            "own entity cluster.",
+        )
 
     params: Params
 
@@ -197,6 +240,15 @@ class ThematicSeeds(Stage):
         store = ctx.services.store
         hits = [(c, s) for c, s in store.vector_search(state.group, "community", ctx.query_vector(state.question), p.communities) if s >= p.min_similarity]
         members = community_members(store, state.group, [c for c, _ in hits])
+        skipped: list[str] = []
+        need = min(p.min_documents, group_documents(store, state.group)) if p.min_documents > 1 else 1
+        if need > 1:
+            # Tier 3 exists to spread activation across documents (route5 §2.2: not "trapped"
+            # in one document); a one-document community would hand its whole share to a
+            # single passage's entities instead.
+            spans = community_documents(store, state.group, members)
+            skipped = [c for c, _ in hits if spans.get(c, 0) < need]
+            hits = [(c, s) for c, s in hits if c not in skipped]
         mention_nodes = store.get_nodes(state.group, list(dict.fromkeys(m for ms in members.values() for m in ms)))
         mentions = {n.id: n.props.get("mention_count") or 0 for n in mention_nodes}
         weights: dict[str, float] = defaultdict(float)
@@ -216,6 +268,7 @@ class ThematicSeeds(Stage):
                     for c, s in hits
                 ],
                 "seeds": len(weights),
+                **({"skipped_single_document": skipped} if skipped else {}),
             }
         )
 

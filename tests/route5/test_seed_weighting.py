@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from graphroute.core.engine import open_store
-from graphroute.core.models import Label, Node, Seed
+from graphroute.core.models import Edge, EdgeType, Label, Node, Seed
 from graphroute.core.services import Services
 from graphroute.core.stage import QueryState, StageContext
 from graphroute.core.store import GraphStore
@@ -17,6 +17,7 @@ from graphroute.plugins.seeds.entity_seeds import SeedResolution, offline_names
 from graphroute.plugins.seeds.tiers import (
     PASSAGE_TIER,
     PassageSeeds,
+    ThematicSeeds,
     UnifiedSeeds,
     with_specificity,
 )
@@ -105,3 +106,44 @@ def test_initials_stay_inside_a_name_and_fragments_are_dropped() -> None:
     journal = offline_names("Which association published Journal of Psychotherapy Integration?")
     assert "Journal of Psychotherapy Integration" in journal
     assert not {"Journal", "Psychotherapy Integration"} & set(journal)  # noun-phrase fragments of the name
+
+
+def _communities(store: GraphStore, docs: list[str]) -> None:
+    """comm:wide's members are mentioned in every document given, comm:one's in the first only."""
+    nodes = [Node(id=d, label=Label.DOCUMENT, group=GROUP, doc_id=d, props={"title": d}) for d in docs]
+    nodes += [Node(id=f"{d}:chk0", label=Label.CHUNK, group=GROUP, doc_id=d, props={"text": d}) for d in docs]
+    nodes += [Node(id=f"ent:{n}", label=Label.ENTITY, group=GROUP, props={"name": n, "mention_count": 1}) for n in ("a", "b", "x")]
+    nodes += [Node(id=c, label=Label.COMMUNITY, group=GROUP, props={"title": c}) for c in ("comm:wide", "comm:one")]
+    edges = [
+        Edge(src="ent:a", dst="comm:wide", type=EdgeType.BELONGS_TO, group=GROUP),
+        Edge(src="ent:b", dst="comm:wide", type=EdgeType.BELONGS_TO, group=GROUP),
+        Edge(src="ent:x", dst="comm:one", type=EdgeType.BELONGS_TO, group=GROUP),
+        Edge(src=f"{docs[0]}:chk0", dst="ent:x", type=EdgeType.MENTIONS, group=GROUP, doc_id=docs[0]),
+    ]
+    edges += [Edge(src=f"{d}:chk0", dst="ent:a" if i % 2 == 0 else "ent:b", type=EdgeType.MENTIONS, group=GROUP, doc_id=d)
+              for i, d in enumerate(docs)]
+    vecs = np.array([[0.9, 0.1, 0], [0.8, 0.2, 0]], dtype=np.float32)
+    store.write(GROUP, nodes=nodes, edges=edges, vectors={"community": (["comm:wide", "comm:one"], vecs)})
+
+
+def _thematic(store: GraphStore, **params: object) -> tuple[set[str], StageContext]:
+    st = QueryState("q", GROUP)
+    c = _FixedQuery(services=Services(store, GROUP), stage_id="t")
+    c.vector = np.array([1, 0, 0], dtype=np.float32)
+    ThematicSeeds(ThematicSeeds.Params(**params)).run(st, c)  # type: ignore[arg-type]
+    return {s.node_id or "" for s in st.seeds}, c
+
+
+def test_thematic_seeds_skip_a_community_inside_one_document(store: GraphStore) -> None:
+    _communities(store, ["d1", "d2"])
+    seeds, ctx = _thematic(store)
+    assert seeds == {"ent:a", "ent:b"}  # comm:one (one document) hands nothing to ent:x
+    assert ctx.stats["skipped_single_document"] == ["comm:one"]
+    seeds, _ = _thematic(store, min_documents=1)
+    assert seeds == {"ent:a", "ent:b", "ent:x"}
+
+
+def test_thematic_seeds_keep_every_community_of_a_single_document_group(store: GraphStore) -> None:
+    _communities(store, ["d1"])
+    seeds, ctx = _thematic(store)
+    assert seeds == {"ent:a", "ent:b", "ent:x"} and "skipped_single_document" not in ctx.stats
