@@ -49,8 +49,9 @@ class SentenceKnn(IndexStep):
         ids, matrix = store.all_vectors(group, VectorSpace.SENTENCE.value)
         owners = sentence_chunks(store, group)
         keep = [i for i, sid in enumerate(ids) if sid in owners]
-        ids = [ids[i] for i in keep]
-        matrix = matrix[keep] if len(keep) else matrix[:0]
+        if len(keep) < len(ids):  # (a full-size copy of the matrix only when rows drop out)
+            ids = [ids[i] for i in keep]
+            matrix = matrix[keep] if len(keep) else matrix[:0]
         n = len(ids)
         chunk_of = [owners[s][0] for s in ids]
         with bar("edges: sentence kNN", n) as b:
