@@ -65,6 +65,7 @@ INDEXED_PROPS: tuple[str, ...] = ("name", "norm", "path", "title", "alias")
 _TYPE_RE = re.compile(r"^[A-Z][A-Z0-9_]{0,63}$")
 _SPACE_RE = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 _BATCH = 1000
+SCHEMA_ATTEMPTS = 5  # tries of one schema statement on a transient error (deadlock between two new stores)
 T = TypeVar("T")
 
 _SCHEMA = (
@@ -234,9 +235,21 @@ class Neo4jStore(GraphStore):
         return self._read(what, lambda tx: list(tx.run(cypher, params)))
 
     def _run_schema(self, statement: str) -> None:
+        """Schema statements run in auto-commit transactions, which the driver does not retry;
+        two processes opening a fresh database at once can collide here ("DeadlockDetected",
+        a transient error), so transient failures are retried with a short backoff."""
+        from neo4j.exceptions import TransientError
+
         def run() -> None:
-            with self._session() as session:
-                session.run(statement).consume()
+            for attempt in range(SCHEMA_ATTEMPTS):
+                try:
+                    with self._session() as session:
+                        session.run(statement).consume()
+                    return
+                except TransientError:
+                    if attempt == SCHEMA_ATTEMPTS - 1:
+                        raise
+                    time.sleep(0.1 * 2**attempt)
 
         self._guard("schema setup", run)
 
