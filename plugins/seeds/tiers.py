@@ -18,6 +18,7 @@ import re
 import threading
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -168,84 +169,49 @@ class StructuralSeeds(Stage):
 # --------------------------------------------------------------------------- tier 3
 
 
-def community_members(store: GraphStore, group: str, community_ids: Sequence[str]) -> dict[str, list[str]]:
-    """Community node id -> member entity ids (BELONGS_TO edges)."""
-    out: dict[str, list[str]] = {c: [] for c in community_ids}
-    for e in store.edges_of(group, list(community_ids), [EdgeType.BELONGS_TO], direction="in"):
-        if e.dst in out:
-            out[e.dst].append(e.src)
-    return out
+@dataclass(frozen=True)
+class CommunityProfile:
+    """What Tier 3 needs of each community, built in one pass over the group."""
+
+    version: int
+    members: dict[str, list[str]]  # community id -> members, most mentioned first (ties by id)
+    documents: dict[str, int]  # community id -> documents its members are mentioned in
+    group_documents: int
 
 
-_span_cache: dict[tuple[int, str, int, str], int] = {}
-_span_lock = threading.Lock()
+_profiles: dict[tuple[int, str], CommunityProfile] = {}
+_profile_lock = threading.Lock()
 
 
-def community_documents(store: GraphStore, group: str, community_ids: Sequence[str]) -> dict[str, int]:
-    """Community id -> number of documents its members are mentioned in, cached per store
-    version (a community's span only changes when the group is re-indexed)."""
+def community_profile(store: GraphStore, group: str) -> CommunityProfile:
+    """Members by mentions and document spans of every community, built once per store
+    version (like the graph export): a community only changes when the group is re-indexed,
+    and building one community per query cost 50-200 ms for MuSiQue's 400-member ones."""
     version = store.version(group)
-    out: dict[str, int] = {}
-    missing: list[str] = []
-    for c in community_ids:
-        with _span_lock:
-            n = _span_cache.get((id(store), group, version, c))
-        if n is None:
-            missing.append(c)
-        else:
-            out[c] = n
-    for c, ms in community_members(store, group, missing).items():
-        docs = {e.doc_id for e in store.edges_of(group, ms, [EdgeType.MENTIONS], direction="in") if e.doc_id}
-        out[c] = len(docs)
-        with _span_lock:
-            if len(_span_cache) > 4096:
-                _span_cache.clear()
-            _span_cache[(id(store), group, version, c)] = len(docs)
-    return out
-
-
-_top_cache: dict[tuple[int, str, int, str, int], tuple[list[str], int]] = {}
-
-
-def top_members(store: GraphStore, group: str, community_ids: Sequence[str], limit: int) -> dict[str, list[str]]:
-    """Community id -> its ``limit`` most-mentioned members (ties by id), cached per store
-    version: a community's membership only changes when the group is re-indexed, and reading
-    every member node per query cost ~25 ms on MuSiQue's 400-member communities."""
-    version = store.version(group)
-    out: dict[str, list[str]] = {}
-    missing: list[str] = []
-    for c in community_ids:
-        with _span_lock:
-            hit = _top_cache.get((id(store), group, version, c, limit))
-        if hit is None:
-            missing.append(c)
-        else:
-            out[c] = hit[0]
-    if missing:
-        members = community_members(store, group, missing)
-        nodes = store.get_nodes(group, list(dict.fromkeys(m for ms in members.values() for m in ms)))
-        mentions = {n.id: float(n.props.get("mention_count") or 0) for n in nodes}
-        for c in missing:
-            ranked = sorted(members.get(c, []), key=lambda m: (-mentions.get(m, 0.0), m))
-            out[c] = ranked[:limit]
-            with _span_lock:
-                if len(_top_cache) > 4096:
-                    _top_cache.clear()
-                _top_cache[(id(store), group, version, c, limit)] = (ranked[:limit], len(ranked))
-    return out
-
-
-def group_documents(store: GraphStore, group: str) -> int:
-    """Documents in the group, cached per store version."""
-    version = store.version(group)
-    key = (id(store), group, version, "")
-    with _span_lock:
-        n = _span_cache.get(key)
-    if n is None:
-        n = int(store.counts(group).get("nodes", {}).get(Label.DOCUMENT.value, 0))
-        with _span_lock:
-            _span_cache[key] = n
-    return n
+    key = (id(store), group)
+    with _profile_lock:
+        hit = _profiles.get(key)
+    if hit is not None and hit.version == version:
+        return hit
+    mentions: dict[str, float] = {}
+    for node in store.iter_nodes(group, Label.ENTITY):
+        mentions[node.id] = float(node.props.get("mention_count") or 0)
+    members: dict[str, list[str]] = defaultdict(list)
+    for e in store.iter_edges(group, [EdgeType.BELONGS_TO]):
+        members[e.dst].append(e.src)
+    docs_of: dict[str, set[str]] = defaultdict(set)
+    for e in store.iter_edges(group, [EdgeType.MENTIONS]):
+        if e.doc_id:
+            docs_of[e.dst].add(e.doc_id)
+    spans = {c: len(set().union(*(docs_of.get(m, set()) for m in ms))) for c, ms in members.items()}
+    ranked = {c: sorted(ms, key=lambda m: (-mentions.get(m, 0.0), m)) for c, ms in members.items()}
+    n_docs = int(store.counts(group).get("nodes", {}).get(Label.DOCUMENT.value, 0))
+    profile = CommunityProfile(version, ranked, spans, n_docs)
+    with _profile_lock:
+        if len(_profiles) > 32:
+            _profiles.clear()
+        _profiles[key] = profile
+    return profile
 
 
 class ThematicSeeds(Stage):
@@ -273,19 +239,18 @@ class ThematicSeeds(Stage):
         p = self.params
         store = ctx.services.store
         hits = [(c, s) for c, s in store.vector_search(state.group, "community", ctx.query_vector(state.question), p.communities) if s >= p.min_similarity]
-        members = top_members(store, state.group, [c for c, _ in hits], p.members_per_community)
+        prof = community_profile(store, state.group)
         skipped: list[str] = []
-        need = min(p.min_documents, group_documents(store, state.group)) if p.min_documents > 1 else 1
+        need = min(p.min_documents, prof.group_documents)
         if need > 1:
             # Tier 3 exists to spread activation across documents (route5 §2.2: not "trapped"
             # in one document); a one-document community would hand its whole share to a
             # single passage's entities instead.
-            spans = community_documents(store, state.group, [c for c, _ in hits])
-            skipped = [c for c, _ in hits if spans.get(c, 0) < need]
+            skipped = [c for c, _ in hits if prof.documents.get(c, 0) < need]
             hits = [(c, s) for c, s in hits if c not in skipped]
         weights: dict[str, float] = defaultdict(float)
         for c, sim in hits:
-            top = members.get(c, [])
+            top = prof.members.get(c, [])[: p.members_per_community]
             for m in top:
                 weights[m] += max(sim, 0.0) / len(top)
         for e, w in sorted(weights.items(), key=lambda kv: (-kv[1], kv[0])):
