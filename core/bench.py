@@ -259,6 +259,7 @@ class BenchRunner:
         records: list[dict[str, Any]] = []
         items = track(questions, f"{variant.label}", total=len(questions)) if progress else iter(questions)
         for n, q in enumerate(items, start=1):
+            services.clear_query_cache()  # each route pays for its own question embedding
             result = run_route(resolved, q.question, services)
             records.append(self.score(q, result))
             if self.on_question is not None:

@@ -90,6 +90,11 @@ class Services:
             self._query_cache[text] = vec
         return vec
 
+    def clear_query_cache(self) -> None:
+        """Forget embedded questions, so the next route pays for its own embedding (benchmarks
+        timing routes one after another on the same questions)."""
+        self._query_cache.clear()
+
     def embed_queries(self, texts: Sequence[str]) -> list[np.ndarray]:
         """:meth:`embed_query` for several texts, with the uncached ones in ONE model call
         (a stage that embeds several short names per query pays one forward pass, not one
