@@ -17,6 +17,7 @@ from graphroute.plugins.seeds.entity_seeds import SeedResolution, offline_names
 from graphroute.plugins.seeds.tiers import (
     PASSAGE_TIER,
     PassageSeeds,
+    StructuralSeeds,
     ThematicSeeds,
     UnifiedSeeds,
     with_specificity,
@@ -147,3 +148,11 @@ def test_thematic_seeds_keep_every_community_of_a_single_document_group(store: G
     _communities(store, ["d1"])
     seeds, ctx = _thematic(store)
     assert seeds == {"ent:a", "ent:b", "ent:x"} and "skipped_single_document" not in ctx.stats
+
+
+def test_keyword_fallback_matches_whole_title_words(store: GraphStore) -> None:
+    titles = {"s1": "Warranty Terms", "s2": "Payment schedule (terms)", "s3": "warranty_extra", "s4": "Warranties"}
+    store.write(GROUP, nodes=[Node(id=i, label=Label.SECTION, group=GROUP, props={"title": t}) for i, t in titles.items()], edges=[])
+    rows = StructuralSeeds()._keyword_sections(store, GROUP, "What are the warranty terms?")
+    # s1 has both words, s2 "terms" only; "warranty_extra" and "Warranties" are other words
+    assert rows == [("s1", 2.0, 2), ("s2", 1.0, 1)]
