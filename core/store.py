@@ -15,8 +15,9 @@ Both built-in backends (``embedded`` and ``neo4j``) pass the same conformance su
 from __future__ import annotations
 
 import json
+import threading
 from abc import ABC, abstractmethod
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterator, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
 import numpy as np
@@ -43,6 +44,31 @@ def batched(rows: Sequence[T], size: int) -> Iterator[Sequence[T]]:
     """Consecutive slices of at most ``size`` rows (write batches, IN-list chunks)."""
     for i in range(0, len(rows), size):
         yield rows[i : i + size]
+
+
+_derived: dict[tuple[int, str, Hashable], tuple[int, Any]] = {}
+_derived_lock = threading.Lock()
+_DERIVED_MAX = 256
+
+
+def per_version(store: GraphStore, group: str, key: Hashable, build: Callable[[], T]) -> T:
+    """A read-only structure derived from a group (a lexicon, a title index, a community
+    profile), built by ``build`` once per store version and shared until the next write bumps
+    the version. Query stages use it for what would otherwise read every node per question.
+    The version is read before building, so a write during the build is never cached as
+    current. At most ``_DERIVED_MAX`` entries; the cache is cleared whole when full."""
+    version = store.version(group)
+    slot = (id(store), group, key)
+    with _derived_lock:
+        hit = _derived.get(slot)
+    if hit is not None and hit[0] == version:
+        return hit[1]  # type: ignore[no-any-return]
+    value = build()
+    with _derived_lock:
+        if len(_derived) >= _DERIVED_MAX:
+            _derived.clear()
+        _derived[slot] = (version, value)
+    return value
 
 
 class StoreError(Exception):

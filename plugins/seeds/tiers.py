@@ -26,7 +26,7 @@ from graphroute.core.entities import is_entity_id
 from graphroute.core.hookspecs import hookimpl
 from graphroute.core.models import EdgeType, Label, Seed
 from graphroute.core.stage import QueryState, Slot, Stage, StageContext, StageKind, StageParams
-from graphroute.core.store import GraphStore
+from graphroute.core.store import GraphStore, per_version
 from pydantic import BaseModel, ConfigDict, Field
 
 TIERS: tuple[str, ...] = ("entity", "structural", "thematic")
@@ -166,30 +166,19 @@ class StructuralSeeds(Stage):
         return rows[: self.params.max_sections]
 
 
-_title_cache: dict[tuple[int, str], tuple[int, dict[str, list[str]]]] = {}
-_title_lock = threading.Lock()
-
-
 def title_index(store: GraphStore, group: str) -> dict[str, list[str]]:
     """Lower-cased section-title word -> section ids, built once per store version: the
     keyword fallback read and regex-matched every Section node per query (at 15k sections of
     the 100k-sentence benchmark corpus, ~0.5 s a question)."""
-    version = store.version(group)
-    key = (id(store), group)
-    with _title_lock:
-        hit = _title_cache.get(key)
-    if hit is not None and hit[0] == version:
-        return hit[1]
+    return per_version(store, group, "section_title_index", lambda: _build_title_index(store, group))
+
+
+def _build_title_index(store: GraphStore, group: str) -> dict[str, list[str]]:
     index: dict[str, list[str]] = defaultdict(list)
     for n in store.iter_nodes(group, Label.SECTION):
         for w in dict.fromkeys(re.findall(r"\w+", str(n.props.get("title") or "").lower())):
             index[w].append(n.id)
-    built = dict(index)
-    with _title_lock:
-        if len(_title_cache) > 32:
-            _title_cache.clear()
-        _title_cache[key] = (version, built)
-    return built
+    return dict(index)
 
 
 # --------------------------------------------------------------------------- tier 3
@@ -199,26 +188,19 @@ def title_index(store: GraphStore, group: str) -> dict[str, list[str]]:
 class CommunityProfile:
     """What Tier 3 needs of each community, built in one pass over the group."""
 
-    version: int
     members: dict[str, list[str]]  # community id -> members, most mentioned first (ties by id)
     documents: dict[str, int]  # community id -> documents its members are mentioned in
     group_documents: int
-
-
-_profiles: dict[tuple[int, str], CommunityProfile] = {}
-_profile_lock = threading.Lock()
 
 
 def community_profile(store: GraphStore, group: str) -> CommunityProfile:
     """Members by mentions and document spans of every community, built once per store
     version (like the graph export): a community only changes when the group is re-indexed,
     and building one community per query cost 50-200 ms for MuSiQue's 400-member ones."""
-    version = store.version(group)
-    key = (id(store), group)
-    with _profile_lock:
-        hit = _profiles.get(key)
-    if hit is not None and hit.version == version:
-        return hit
+    return per_version(store, group, "community_profile", lambda: _build_community_profile(store, group))
+
+
+def _build_community_profile(store: GraphStore, group: str) -> CommunityProfile:
     mentions: dict[str, float] = {}
     for node in store.iter_nodes(group, Label.ENTITY):
         mentions[node.id] = float(node.props.get("mention_count") or 0)
@@ -232,12 +214,7 @@ def community_profile(store: GraphStore, group: str) -> CommunityProfile:
     spans = {c: len(set().union(*(docs_of.get(m, set()) for m in ms))) for c, ms in members.items()}
     ranked = {c: sorted(ms, key=lambda m: (-mentions.get(m, 0.0), m)) for c, ms in members.items()}
     n_docs = int(store.counts(group).get("nodes", {}).get(Label.DOCUMENT.value, 0))
-    profile = CommunityProfile(version, ranked, spans, n_docs)
-    with _profile_lock:
-        if len(_profiles) > 32:
-            _profiles.clear()
-        _profiles[key] = profile
-    return profile
+    return CommunityProfile(ranked, spans, n_docs)
 
 
 class ThematicSeeds(Stage):
