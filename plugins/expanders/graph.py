@@ -34,7 +34,7 @@ from typing import Any, Literal
 import numpy as np
 import scipy.sparse as sp
 from graphroute.core.entities import is_entity_id
-from graphroute.core.graph import adjacency
+from graphroute.core.graph import GraphView, adjacency
 from graphroute.core.hookspecs import hookimpl
 from graphroute.core.models import EdgeType, Evidence, Label, Node, ScoredNode
 from graphroute.core.stage import QueryState, Slot, Stage, StageContext, StageKind, StageParams
@@ -380,16 +380,54 @@ def chunk_evidence(node: Node, score: float, *, source: str, entity: str | None 
 
 
 def mentioning_chunks(store: GraphStore, group: str, entity_ids: Iterable[str]) -> dict[str, list[str]]:
-    """entity id -> ids of the TextChunks that MENTION it (sentence mentions skipped)."""
-    ents = list(dict.fromkeys(entity_ids))
-    if not ents:
-        return {}
-    chunks = node_ids(store, group, Label.CHUNK)
-    out: dict[str, list[str]] = {e: [] for e in ents}
-    for edge in store.edges_of(group, ents, [EdgeType.MENTIONS], direction="in"):
-        if edge.src in chunks and edge.dst in out and edge.src not in out[edge.dst]:
-            out[edge.dst].append(edge.src)
-    return out
+    """entity id -> ids of the TextChunks that MENTION it (sentence mentions skipped), in
+    reading order."""
+    index = chunk_mentions(store, group)
+    return {e: index.chunks_of(e) for e in dict.fromkeys(entity_ids)}
+
+
+@dataclass(frozen=True)
+class ChunkMentions:
+    """Which TextChunks mention each entity, in reading order, for the lifetime of one store
+    version: the MENTIONS export (also a part of the PPR graph) and each chunk's reading-order
+    rank. entity_chunks keeps a handful of chunks per entity; a hub entity of a large corpus is
+    mentioned by thousands, and reading all of them per question to keep 12 grew with the corpus."""
+
+    view: GraphView
+    rank: np.ndarray  # per view node: reading-order rank of a chunk; -1 for sentences and entities
+
+    def chunks_of(
+        self, entity_id: str, limit: int | None = None, mass: Mapping[str, float] | None = None
+    ) -> list[str]:
+        """The chunks mentioning ``entity_id``, first ``limit`` of them, in reading order or,
+        with ``mass``, by descending mass then reading order."""
+        row = self.view.index.get(entity_id)
+        if row is None:
+            return []
+        m = self.view.matrix
+        cols = m.indices[m.indptr[row] : m.indptr[row + 1]]
+        ranks = self.rank[cols]
+        keep = ranks >= 0
+        cols, ranks = cols[keep], ranks[keep]
+        ids = self.view.ids
+        if mass:
+            order = sorted(range(len(cols)), key=lambda i: (-mass.get(ids[cols[i]], 0.0), ranks[i]))
+            return [ids[cols[i]] for i in order[:limit]]
+        picked = np.argsort(ranks, kind="stable")[:limit]
+        return [ids[int(c)] for c in cols[picked]]
+
+
+def chunk_mentions(store: GraphStore, group: str) -> ChunkMentions:
+    """The group's :class:`ChunkMentions`, built once per store version."""
+
+    def build() -> ChunkMentions:
+        view = adjacency(store, group, {EdgeType.MENTIONS: 1.0})
+        order = sorted((_chunk_order(nd), nd.id) for nd in store.iter_nodes(group, Label.CHUNK))
+        rank_of = {cid: i for i, (_key, cid) in enumerate(order)}
+        rank = np.fromiter((rank_of.get(x, -1) for x in view.ids), dtype=np.int64, count=len(view.ids))
+        return ChunkMentions(view, rank)
+
+    return per_version(store, group, "chunk_mentions", build)
 
 
 class EntityChunks(Stage):
@@ -412,16 +450,18 @@ class EntityChunks(Stage):
 
     def run(self, state: QueryState, ctx: StageContext) -> None:
         store = ctx.services.store
-        by_entity = mentioning_chunks(store, state.group, [e.id for e in state.entities])
-        all_ids = list(dict.fromkeys(c for cs in by_entity.values() for c in cs))
-        nodes = {n.id: n for n in store.get_nodes(state.group, all_ids)}
+        index = chunk_mentions(store, state.group)
         mass: Mapping[str, float] = state.extras.get("ppr_node_scores", {}) if self.params.order == "ppr" else {}
+        # only the chunks that survive each entity's limit are read from the store
+        kept = {e.id: index.chunks_of(e.id, self.params.limit_per_entity, mass) for e in state.entities}
+        all_ids = list(dict.fromkeys(c for cs in kept.values() for c in cs))
+        nodes = {n.id: n for n in store.get_nodes(state.group, all_ids)}
         added = 0
         for ent in state.entities:
-            cands = [nodes[c] for c in by_entity.get(ent.id, []) if c in nodes]
-            cands.sort(key=lambda nd: (-mass.get(nd.id, 0.0), *_chunk_order(nd)) if mass else _chunk_order(nd))
-            for nd in cands[: self.params.limit_per_entity]:
-                ev = chunk_evidence(nd, ent.score, source="ppr", entity=ent.id)
+            for cid in kept.get(ent.id, []):
+                if cid not in nodes:
+                    continue
+                ev = chunk_evidence(nodes[cid], ent.score, source="ppr", entity=ent.id)
                 ev.metadata["entity_name"] = ent.name
                 state.evidence.append(ev)
                 added += 1

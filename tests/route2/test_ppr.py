@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from graphroute.core.models import Edge, EdgeType, Label, Node, Seed
+from graphroute.core.models import Edge, EdgeType, Label, Node, ScoredNode, Seed
 from graphroute.core.stage import QueryState
 from graphroute.core.store import GraphStore
 from graphroute.plugins.expanders.graph import (
@@ -136,3 +136,52 @@ def test_seed_without_edges_still_ranks(store: GraphStore) -> None:
     store.write(GROUP, nodes=[ent("lonely"), ent("a"), ent("b")], edges=[Edge(src="ent:a", dst="ent:b", type=EdgeType.RELATION, group=GROUP)])
     st, stats = run_ppr(store, [Seed(name="lonely", node_id="ent:lonely")])
     assert [e.id for e in st.entities] == ["ent:lonely"] and stats["seeds_in_graph"] == 0
+
+
+def _hub_graph(store: GraphStore, chunks: int) -> None:
+    """One hub entity mentioned by ``chunks`` chunks (written in reverse reading order) and by
+    sentences, which entity_chunks must skip."""
+    nodes = [ent("hub"), ent("other")]
+    edges = []
+    for i in reversed(range(chunks)):
+        cid = f"c{i:03d}"
+        nodes.append(Node(id=cid, label=Label.CHUNK, group=GROUP, doc_id=f"d{i // 4}", props={"text": f"chunk {i}", "index": i % 4}))
+        edges.append(Edge(src=cid, dst="ent:hub", type=EdgeType.MENTIONS, group=GROUP))
+        nodes.append(Node(id=f"s{i:03d}", label=Label.SENTENCE, group=GROUP, doc_id=f"d{i // 4}", props={"text": f"sentence {i}"}))
+        edges.append(Edge(src=f"s{i:03d}", dst="ent:hub", type=EdgeType.MENTIONS, group=GROUP))
+    if chunks > 5:
+        edges.append(Edge(src="c005", dst="ent:other", type=EdgeType.MENTIONS, group=GROUP))
+    store.write(GROUP, nodes=nodes, edges=edges)
+
+
+def test_entity_chunks_keeps_the_first_chunks_in_reading_order(store: GraphStore) -> None:
+    _hub_graph(store, 40)
+    st = QueryState("q", GROUP)
+    st.entities = [ScoredNode(id="ent:hub", name="Hub", score=0.5), ScoredNode(id="ent:other", name="Other", score=0.2)]
+    EntityChunks(EntityChunks.Params(limit_per_entity=6)).run(st, context(store))
+    assert [e.id for e in st.evidence] == ["c000", "c001", "c002", "c003", "c004", "c005", "c005"]
+    assert [e.entity for e in st.evidence][-1] == "ent:other" and st.evidence[-1].score == 0.2
+
+    # order "ppr": the chunks' own PPR mass first, reading order among equal mass
+    st = QueryState("q", GROUP)
+    st.entities = [ScoredNode(id="ent:hub", name="Hub", score=0.5)]
+    st.extras["ppr_node_scores"] = {"c030": 0.3, "c017": 0.3, "c002": 0.1}
+    EntityChunks(EntityChunks.Params(limit_per_entity=4, order="ppr")).run(st, context(store))
+    assert [e.id for e in st.evidence] == ["c017", "c030", "c002", "c000"]
+
+
+def test_entity_chunks_sees_a_write_made_after_the_first_query(store: GraphStore) -> None:
+    _hub_graph(store, 3)
+    st = QueryState("q", GROUP)
+    st.entities = [ScoredNode(id="ent:other", name="Other", score=1.0)]
+    EntityChunks().run(st, context(store))
+    assert st.evidence == []  # "other" has no chunk yet
+    store.write(
+        GROUP,
+        nodes=[Node(id="c999", label=Label.CHUNK, group=GROUP, doc_id="d0", props={"text": "new", "index": 0})],
+        edges=[Edge(src="c999", dst="ent:other", type=EdgeType.MENTIONS, group=GROUP)],
+    )
+    st = QueryState("q", GROUP)
+    st.entities = [ScoredNode(id="ent:other", name="Other", score=1.0)]
+    EntityChunks().run(st, context(store))
+    assert [e.id for e in st.evidence] == ["c999"]
