@@ -11,10 +11,13 @@ from graphroute.core.store import GraphStore
 from graphroute.plugins.expanders.graph import (
     PPR,
     EntityChunks,
+    NodeMass,
     budget_cut,
     personalized_pagerank,
     transition_matrix,
 )
+from hypothesis import given, settings
+from hypothesis import strategies as hs
 
 from .conftest import GROUP, chain_graph, context, ent
 
@@ -185,3 +188,21 @@ def test_entity_chunks_sees_a_write_made_after_the_first_query(store: GraphStore
     st.entities = [ScoredNode(id="ent:other", name="Other", score=1.0)]
     EntityChunks().run(st, context(store))
     assert [e.id for e in st.evidence] == ["c999"]
+
+
+@given(
+    hs.lists(hs.sampled_from([0.0, 0.1, 0.2, 0.2, 0.5, 1e-9]), min_size=1, max_size=60),
+    hs.integers(min_value=1, max_value=20),
+    hs.integers(min_value=0, max_value=2**16),
+)
+@settings(max_examples=200, deadline=None)
+def test_node_mass_top_matches_a_full_sort(scores: list[float], k: int, seed: int) -> None:
+    """NodeMass.top (partition, then widen) keeps what sorting every (id, mass) pair keeps,
+    ties by id included."""
+    ids = tuple(f"n{i:03d}" for i in range(len(scores)))
+    rng = np.random.default_rng(seed)
+    among = frozenset(x for x in ids if rng.random() < 0.5)
+    mass = NodeMass(ids, {x: i for i, x in enumerate(ids)}, np.asarray(scores))
+    expected = sorted(((x, m) for x, m in zip(ids, scores, strict=True) if x in among and m > 0), key=lambda cm: (-cm[1], cm[0]))[:k]
+    assert mass.top(k, among) == expected
+    assert dict(mass) == {x: m for x, m in zip(ids, scores, strict=True) if m > 0}
