@@ -107,6 +107,20 @@ def _vec_prop(space: str, dim: int) -> str:
     return f"vec_{_space_name(space)}_{int(dim)}"
 
 
+class _Vector(list):  # type: ignore[type-arg]
+    """A vector parameter: a plain list to the driver's packer, with a short ``repr``.
+
+    Why: the driver's ``Bolt.run`` builds its debug-log line with ``repr`` of every
+    parameter *before* the logger decides to drop it, so a batch's vectors were printed to
+    text on every write - 1.4 s of the client's 1.9 s CPU for 5,000 sentences (cProfile:
+    ``str.join`` in ``_bolt5.run``). The packer sends a list subclass exactly as a list."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"<vector of {len(self)} floats>"
+
+
 class Neo4jStore(GraphStore):
     """GraphStore on a Neo4j 5 server (see the module docstring for the model)."""
 
@@ -348,6 +362,13 @@ class Neo4jStore(GraphStore):
             edge_rows.setdefault(t, []).append(
                 {"src": e.src, "dst": e.dst, "doc_id": e.doc_id, "props": dump_props(e.props)}
             )
+        # Vectors of nodes written in this call are set by the node statement itself
+        # (``SET n += row.vec``: a map holding only the vector properties this call sets, so
+        # a node written without a vector keeps the one it had); only vectors of nodes not in
+        # ``nodes`` need a second MATCH pass. Measured on 5,000 sentences: the MATCH pass
+        # cost 0.29 s of statement time that the node statement absorbs almost for free.
+        node_ids = {row["id"] for row in node_rows}
+        inline: dict[str, dict[str, _Vector]] = {}
         vec_batches: list[tuple[str, int, list[dict[str, Any]]]] = []
         for space, (ids, matrix) in (vectors or {}).items():
             m = np.asarray(matrix, dtype=np.float32)
@@ -358,7 +379,16 @@ class Neo4jStore(GraphStore):
             if not np.all(np.isfinite(m)):
                 raise StoreError(f"vectors for space {space!r} contain NaN or infinity")
             name = _space_name(space)
-            vec_batches.append((name, m.shape[1], [{"id": i, "v": m[r].tolist()} for r, i in enumerate(ids)]))
+            prop = _vec_prop(name, m.shape[1])
+            rest: list[dict[str, Any]] = []
+            for i, v in zip(ids, m.tolist(), strict=True):
+                if i in node_ids:
+                    inline.setdefault(i, {})[prop] = _Vector(v)
+                else:
+                    rest.append({"id": i, "v": _Vector(v)})
+            vec_batches.append((name, m.shape[1], rest))
+        for row in node_rows:
+            row["vec"] = inline.get(row["id"], {})
         # Schema changes cannot share a transaction with data: create indexes first.
         for name, dim, _ in vec_batches:
             self._ensure_vector_index(name, dim)
@@ -366,11 +396,15 @@ class Neo4jStore(GraphStore):
         def work(tx: ManagedTransaction) -> None:
             if replace_doc is not None:
                 self._delete_doc(tx, group, replace_doc)
+            # dimensions first: the node statement below already sets vectors
+            for name, dim, _ in vec_batches:
+                self._check_dim(tx, group, name, dim)
             for batch in _batches(node_rows):
                 tx.run(
                     "UNWIND $rows AS row MERGE (n:GRNode {group: $g, id: row.id}) "
                     "SET n.label = row.label, n.doc_id = row.doc_id, n.props = row.props, "
-                    + ", ".join(f"n.p_{p} = row.{p}" for p in INDEXED_PROPS),
+                    + ", ".join(f"n.p_{p} = row.{p}" for p in INDEXED_PROPS)
+                    + " SET n += row.vec",
                     g=group,
                     rows=list(batch),
                 ).consume()
@@ -385,7 +419,6 @@ class Neo4jStore(GraphStore):
                         rows=list(batch),
                     ).consume()
             for name, dim, rows in vec_batches:
-                self._check_dim(tx, group, name, dim)
                 prop = _vec_prop(name, dim)
                 for batch in _batches(rows):
                     tx.run(
@@ -656,7 +689,7 @@ class Neo4jStore(GraphStore):
                 f"query vector has {q.shape[0]} dimensions; space {name!r} of group {group!r} holds {dim}"
             )
         norm = float(np.linalg.norm(q))
-        qv = (q / norm if norm > 0 else q).tolist()
+        qv = _Vector((q / norm if norm > 0 else q).tolist())
         prop = _vec_prop(name, dim)
         if restrict_to is not None:
             ids = list(dict.fromkeys(restrict_to))

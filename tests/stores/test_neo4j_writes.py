@@ -1,0 +1,121 @@
+"""Neo4j batch writes on the real server: vectors set by the node statement itself keep
+upsert semantics (a node rewritten without a vector keeps its vector, last duplicate wins,
+vectors of nodes written earlier still land), and vector parameters never reach the
+driver's debug-log ``repr`` as text."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+from graphroute.core.models import Edge, EdgeType, Label, Node, VectorSpace
+from graphroute.core.store import StoreError
+from graphroute.plugins.stores.neo4j_store import Neo4jStore, _Vector
+
+from .test_neo4j_errors import NEO4J_URI, PASSWORD, needs_server
+
+DIM = 8
+
+
+def unit(rng: np.random.Generator, n: int, dim: int = DIM) -> np.ndarray:
+    m = rng.normal(size=(n, dim)).astype(np.float32)
+    return m / np.linalg.norm(m, axis=1, keepdims=True)
+
+
+def sentence(group: str, i: int, doc: str = "d1") -> Node:
+    return Node(id=f"{doc}/s/{i}", label=Label.SENTENCE, group=group, doc_id=doc, props={"text": f"s{i}"})
+
+
+@pytest.fixture
+def store() -> Iterator[Neo4jStore]:
+    s = Neo4jStore(NEO4J_URI, "neo4j", PASSWORD)
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def group(store: Neo4jStore) -> Iterator[str]:
+    g = f"t-writes-{uuid.uuid4().hex[:8]}"
+    yield g
+    store.delete_group(g)
+
+
+def test_vector_repr_is_short_and_it_is_still_a_list() -> None:
+    v = _Vector([0.5] * 384)
+    assert isinstance(v, list) and v == [0.5] * 384
+    assert len(repr(v)) < 40 and "384" in repr(v)
+
+
+@needs_server
+def test_inline_vectors_round_trip_with_nodes_and_edges(store: Neo4jStore, group: str) -> None:
+    rng = np.random.default_rng(1)
+    nodes = [sentence(group, i) for i in range(30)]
+    edges = [Edge(src=f"d1/s/{i}", dst=f"d1/s/{i + 1}", type=EdgeType.NEXT, group=group, doc_id="d1")
+             for i in range(29)]
+    ids = [n.id for n in nodes]
+    sent, chunk = unit(rng, 30), unit(rng, 5, 16)
+    store.write(group, nodes, edges, {VectorSpace.SENTENCE: (ids, sent), VectorSpace.CHUNK: (ids[:5], chunk)})
+    np.testing.assert_allclose(store.get_vectors(group, VectorSpace.SENTENCE, ids), sent, atol=1e-6)
+    np.testing.assert_allclose(store.get_vectors(group, VectorSpace.CHUNK, ids[:5]), chunk, atol=1e-6)
+    assert store.counts(group) == {
+        "nodes": {"Sentence": 30}, "edges": {"NEXT": 29}, "vectors": {"sentence": 30, "chunk": 5},
+    }
+    assert store.vector_search(group, VectorSpace.SENTENCE, sent[7], 1)[0][0] == "d1/s/7"
+
+
+@needs_server
+def test_rewriting_a_node_without_its_vector_keeps_the_vector(store: Neo4jStore, group: str) -> None:
+    rng = np.random.default_rng(2)
+    vec = unit(rng, 1)
+    store.write(group, [sentence(group, 0)], vectors={VectorSpace.SENTENCE: (["d1/s/0"], vec)})
+    renamed = Node(id="d1/s/0", label=Label.SENTENCE, group=group, doc_id="d1", props={"text": "new"})
+    store.write(group, [renamed])
+    assert store.get_nodes(group, ["d1/s/0"])[0].props == {"text": "new"}
+    np.testing.assert_allclose(store.get_vectors(group, VectorSpace.SENTENCE, ["d1/s/0"]), vec, atol=1e-6)
+
+
+@needs_server
+def test_vectors_for_nodes_of_an_earlier_write_and_duplicates(store: Neo4jStore, group: str) -> None:
+    """Ids that are not among this call's nodes take the MATCH pass; for a duplicated id
+    the last vector wins on both paths, as in the embedded store."""
+    rng = np.random.default_rng(3)
+    store.write(group, [sentence(group, i) for i in range(3)])
+    first, later = unit(rng, 2), unit(rng, 2)
+    ids = ["d1/s/0", "d1/s/3", "d1/s/0", "d1/s/3"]  # s/0 exists already; s/3 is written now
+    store.write(group, [sentence(group, 3)], vectors={VectorSpace.SENTENCE: (ids, np.vstack([first, later]))})
+    got = store.get_vectors(group, VectorSpace.SENTENCE, ["d1/s/0", "d1/s/3", "d1/s/1"])
+    np.testing.assert_allclose(got[0], later[0], atol=1e-6)
+    np.testing.assert_allclose(got[1], later[1], atol=1e-6)
+    assert not got[2].any()
+    # an id with no node at all gets no vector and creates no node
+    store.write(group, vectors={VectorSpace.SENTENCE: (["ghost"], unit(rng, 1))})
+    assert store.get_nodes(group, ["ghost"]) == []
+    assert store.counts(group)["vectors"] == {"sentence": 2}
+
+
+@needs_server
+def test_dimension_change_fails_before_any_node_is_written(store: Neo4jStore, group: str) -> None:
+    rng = np.random.default_rng(4)
+    store.write(group, [sentence(group, 0)], vectors={VectorSpace.SENTENCE: (["d1/s/0"], unit(rng, 1))})
+    with pytest.raises(StoreError, match="8-d vectors; got 16-d"):
+        store.write(group, [sentence(group, 1)], vectors={VectorSpace.SENTENCE: (["d1/s/1"], unit(rng, 1, 16))})
+    assert [n.id for n in store.iter_nodes(group)] == ["d1/s/0"]  # the failed write left nothing
+
+
+@needs_server
+def test_driver_debug_log_never_prints_vector_values(
+    store: Neo4jStore, group: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """With the driver's debug log on, a write's vectors show as a short placeholder: the
+    driver formats every parameter for that line, so a list's own repr would cost seconds."""
+    rng = np.random.default_rng(5)
+    vec = unit(rng, 1, 384)
+    with caplog.at_level(logging.DEBUG, logger="neo4j"):
+        store.write(group, [sentence(group, 0)], vectors={VectorSpace.SENTENCE: (["d1/s/0"], vec)})
+    runs = [r.getMessage() for r in caplog.records if "RUN" in r.getMessage() and "MERGE (n:GRNode" in r.getMessage()]
+    assert runs, "the driver logged no RUN line for the node statement"
+    assert "<vector of 384 floats>" in runs[0]
+    assert repr(float(vec[0, 0])) not in runs[0]
