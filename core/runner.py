@@ -14,7 +14,7 @@ import time
 from collections.abc import Sequence
 
 from .config import ResolvedParallel, ResolvedRoute, ResolvedStage
-from .models import Evidence, QueryResult, ScoredNode, Seed, StageTrace
+from .models import Evidence, QueryResult, ScoredNode, StageTrace
 from .services import Services
 from .stage import QueryState, Slot, StageContext
 
@@ -85,13 +85,15 @@ def merge_states(base: QueryState, branches: list[QueryState], mode: str, rrf_k:
         for n in b.seed_names:
             if n not in base.seed_names:
                 base.seed_names.append(n)
+    # branch states are forks (deep copies) dropped after the merge, so their seeds move into
+    # ``base`` as they are: copying each one again cost ~10 ms for Route 5's ~1,000 seeds
     seen_seeds = {(s.tier, s.node_id, s.name) for s in base.seeds}
     for b in branches:
         for s in b.seeds:
             key = (s.tier, s.node_id, s.name)
             if key not in seen_seeds:
                 seen_seeds.add(key)
-                base.seeds.append(Seed.model_validate(s.model_dump()))
+                base.seeds.append(s)
     ents: dict[str, ScoredNode] = {e.id: e for e in base.entities}
     for b in branches:
         for e in b.entities:
