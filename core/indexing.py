@@ -182,6 +182,28 @@ DOC_BATCH = 64  # documents parsed and written together (the write and crash-rec
 # memory (a few MB of vectors plus the window's skeletons), never the whole corpus.
 EMBED_WINDOW_TEXTS = 4096
 
+# Phase observers: called with a phase name ("load", "parse", "embed", "write",
+# "step:<name>", "done") as the indexer moves between phases, so a benchmark can attribute
+# peak memory to the step that holds it (``graphroute.core.perf.PhaseSampler``). A step may
+# announce finer phases of its own ("step:entity_graph:extract"). Empty in normal runs.
+_PHASE_OBSERVERS: list[Callable[[str], None]] = []
+
+
+@contextmanager
+def observe_phases(observer: Callable[[str], None]) -> Iterator[None]:
+    """Call ``observer(phase)`` at every phase change of indexing inside the block."""
+    _PHASE_OBSERVERS.append(observer)
+    try:
+        yield
+    finally:
+        _PHASE_OBSERVERS.remove(observer)
+
+
+def enter_phase(name: str) -> None:
+    """Announce that indexing enters ``name`` (a no-op unless someone observes phases)."""
+    for fn in list(_PHASE_OBSERVERS):
+        fn(name)
+
 
 @dataclass
 class IndexReport:
@@ -371,6 +393,7 @@ class Indexer:
         loaded: list[Any] = []  # SourceDocuments to (re)index
         loaded_files: set[str] = set()  # files that loaded fine (their docs are current)
         yielded: set[str] = set()
+        enter_phase("load")
         tl = time.perf_counter()
         for f in track(files, "load"):
             loader = next((ld for ld in loaders if ld.accepts(f)), None)
@@ -459,6 +482,7 @@ class Indexer:
                 window_texts = 0
                 for i in range(0, len(loaded), DOC_BATCH):
                     batch = loaded[i : i + DOC_BATCH]
+                    enter_phase("parse")
                     t = time.perf_counter()
                     plans = [plan_document(d, doc_id_for(d.source)) for d in batch]
                     skels = skeletons(plans, seg_split, self.group, limits)
@@ -468,10 +492,12 @@ class Indexer:
                     window_texts += sum(len(sk.sentence_embed_texts) + len(sk.chunk_embed_texts) for sk in skels)
                     if window_texts < EMBED_WINDOW_TEXTS and i + DOC_BATCH < len(loaded):
                         continue
+                    enter_phase("embed")
                     t = time.perf_counter()
                     vecs = self._embed([sk for _, sks in window for sk in sks])
                     te += time.perf_counter() - t
                     bars["embed"].advance(sum(len(b) for b, _ in window))
+                    enter_phase("write")
                     for batch_docs, batch_skels in window:
                         t = time.perf_counter()
                         write_batch(batch_docs, batch_skels, vecs)
@@ -495,6 +521,7 @@ class Indexer:
             ts = time.perf_counter()
             report.steps = self._run_steps(step_changed_docs, set(to_remove), report)
             report.timings["steps"] = time.perf_counter() - ts
+        enter_phase("done")
         counts = self.store.counts(self.group)
         report.documents = counts.get("nodes", {}).get(Label.DOCUMENT.value, 0)
         report.sentences = counts.get("nodes", {}).get(Label.SENTENCE.value, 0)
@@ -573,6 +600,7 @@ class Indexer:
                 results[spec.use] = {"skipped": "not registered"}
                 continue
             cls = self.registry.index_steps.get(spec.use)
+            enter_phase(f"step:{spec.use}")
             t = time.perf_counter()
             try:
                 step = cls(cls.Params(**spec.with_))

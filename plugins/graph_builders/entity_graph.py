@@ -42,6 +42,7 @@ from graphroute.core import progress
 from graphroute.core.components import ComponentParams, Extraction, Extractor, IndexStep, LLMClient
 from graphroute.core.entities import ENTITY_ID_PREFIX, EntityTable, normalize_name
 from graphroute.core.hookspecs import hookimpl
+from graphroute.core.indexing import enter_phase
 from graphroute.core.models import Edge, EdgeType, Label, Node, VectorSpace, content_hash
 from pydantic import BaseModel, Field
 
@@ -649,9 +650,12 @@ class EntityGraphStep(IndexStep):
             return _unchanged(meta)
         t0 = time.perf_counter()
         store, group = ctx.store, ctx.group
+        enter_phase("step:entity_graph:load_chunks")
         chunks = load_chunks(store, group)
+        enter_phase("step:entity_graph:extract")
         extractor = make_extractor(ctx, p.extractor, p.extractor_params)
         extractions, ex_stats = self._extract(ctx, extractor, chunks)
+        enter_phase("step:entity_graph:layer")
         layer = stream_entity_layer(
             group,
             chunks,
@@ -660,6 +664,7 @@ class EntityGraphStep(IndexStep):
             max_co_occurring=p.max_co_occurring,
             min_chars=p.min_chars,
         )
+        enter_phase("step:entity_graph:vectors")
         old_vectors = self._old_vectors(store, group)
         store.set_meta(group, META_PREFIX + self.name, {"config": token, "complete": False})
         store.delete_derived(
@@ -673,6 +678,7 @@ class EntityGraphStep(IndexStep):
         store.write(
             group, nodes=layer.entities, vectors={VectorSpace.ENTITY: (ids, vecs)} if ids else None
         )
+        enter_phase("step:entity_graph:write_edges")
         _write_edges(store, group, layer.iter_edges(), "entity edges", total=layer.edge_count)
         stats = {
             **layer.stats,
