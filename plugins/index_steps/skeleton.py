@@ -15,7 +15,7 @@ from typing import Any
 
 from graphroute.core.components import ComponentParams, IndexStep
 from graphroute.core.hookspecs import hookimpl
-from graphroute.core.indexing import IndexContext
+from graphroute.core.indexing import IndexContext, enter_phase
 from graphroute.core.knn import knn_pairs
 from graphroute.core.models import Edge, EdgeType, Label, VectorSpace
 from graphroute.core.progress import bar
@@ -46,6 +46,7 @@ class SentenceKnn(IndexStep):
 
     def run(self, ctx: IndexContext) -> dict[str, Any]:
         store, group = ctx.store, ctx.group
+        enter_phase("step:sentence_knn:vectors")
         ids, matrix = store.all_vectors(group, VectorSpace.SENTENCE.value)
         owners = sentence_chunks(store, group)
         keep = [i for i, sid in enumerate(ids) if sid in owners]
@@ -54,8 +55,12 @@ class SentenceKnn(IndexStep):
             matrix = matrix[keep] if len(keep) else matrix[:0]
         n = len(ids)
         chunk_of = [owners[s][0] for s in ids]
+        enter_phase("step:sentence_knn:knn")
         with bar("edges: sentence kNN", n) as b:
-            pairs = knn_pairs(matrix, self.params.k, self.params.threshold, exclude=chunk_of, progress=b)
+            # the step owns the matrix it read: no second copy of it inside the kNN
+            pairs = knn_pairs(matrix, self.params.k, self.params.threshold, exclude=chunk_of, progress=b, copy=False)
+        del matrix
+        enter_phase("step:sentence_knn:write")
         budget = BUDGET_FACTOR * n
         trimmed = max(0, len(pairs) - budget)
         pairs = pairs[:budget]  # best first: trimming keeps the strongest links

@@ -34,3 +34,23 @@ def test_blockwise_matches_brute_force(monkeypatch: pytest.MonkeyPatch, block_el
     assert all(abs(p.similarity - expected[(p.a, p.b)]) < 1e-4 for p in pairs)
     assert all(keys[p.a] != keys[p.b] for p in pairs)
     assert len(pairs) <= 2 * 30 and [p.similarity for p in pairs] == sorted((p.similarity for p in pairs), reverse=True)
+
+
+@pytest.mark.parametrize("grouped", [True, False])
+def test_handing_the_matrix_over_gives_the_same_pairs(monkeypatch: pytest.MonkeyPatch, grouped: bool) -> None:
+    """``copy=False`` (no second working copy when rows are grouped by key) changes nothing,
+    ties included: duplicated rows make many equal similarities."""
+    monkeypatch.setattr(knn, "BLOCK_ELEMENTS", 200)
+    rng = np.random.default_rng(5)
+    base = rng.normal(size=(5, 12)).astype(np.float32)
+    vectors = np.repeat(base, 8, axis=0)  # exact duplicates: ties everywhere
+    vectors[::3] += 0.05 * rng.normal(size=vectors[::3].shape).astype(np.float32)
+    keys = [i // 4 for i in range(40)] if grouped else [(i * 7) % 10 for i in range(40)]
+    expected = knn_pairs(vectors.copy(), 2, 0.3, exclude=keys)
+    handed = vectors.copy()
+    got = knn_pairs(handed, 2, 0.3, exclude=keys, copy=False)
+    assert got == expected
+    if grouped:  # the handed-over matrix was the working copy (normalised in place)
+        assert np.allclose(np.linalg.norm(handed, axis=1), 1.0, atol=1e-5)
+    else:
+        assert np.array_equal(handed, vectors)
