@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 from graphroute.core.models import Edge, EdgeType, Seed
 from graphroute.core.stage import QueryState
@@ -10,8 +12,12 @@ from graphroute.plugins.seeds.entity_seeds import (
     CommunityPeers,
     NerSeeds,
     SeedResolution,
+    community_members,
+    community_top_peers,
+    entity_degrees,
     offline_names,
     parse_llm_names,
+    top_degree_peers,
 )
 
 from .conftest import GROUP, context, ent
@@ -103,3 +109,19 @@ def test_community_peers_add_top_degree_members(store: GraphStore) -> None:
     added = [(s.node_id, s.weight, s.strategy) for s in st.seeds[1:]]
     assert added == [("ent:hub", 0.5, "community_peer"), ("ent:mid", 0.5, "community_peer")]
     assert c.stats["communities"] == [1]
+
+
+def test_community_top_peers_match_sorting_the_members(store: GraphStore) -> None:
+    """The per-version sorted lists give what sorting the communities' members per question gave."""
+    rng = random.Random(3)
+    names = [f"e{i:03d}" for i in range(120)]
+    nodes = [ent(n, community=rng.randrange(5)) for n in names]
+    edges = [Edge(src=f"ent:{rng.choice(names)}", dst=f"ent:{rng.choice(names)}", type=EdgeType.RELATION, group=GROUP) for _ in range(400)]
+    store.write(GROUP, nodes=nodes, edges=edges)
+    degrees, _ = entity_degrees(store, GROUP)
+    for trial in range(30):
+        comms = rng.sample(range(6), rng.randint(1, 3))  # community 5 has no member
+        exclude = {f"ent:{n}" for n in rng.sample(names, rng.randint(0, 40))}
+        n = rng.randint(1, 30)
+        expected = top_degree_peers(community_members(store, GROUP, comms), degrees, exclude, n)
+        assert community_top_peers(store, GROUP, comms, exclude, n) == expected, trial
