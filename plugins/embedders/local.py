@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 from graphroute.core.components import ComponentParams, Embedder
 from graphroute.core.hookspecs import hookimpl
+from graphroute.core.indexing import release_free_memory
 from pydantic import Field
 
 _MODELS: dict[str, Any] = {}
@@ -92,12 +93,17 @@ class LocalEmbedder(Embedder):
         self.calls += 1
         self.texts_embedded += len(texts)
         out = np.empty((len(texts), self.dimension), dtype=np.float32)
-        for rows in token_batches(model, texts, self.params.batch_size, self.params.max_batch_tokens):
+        batches = token_batches(model, texts, self.params.batch_size, self.params.max_batch_tokens)
+        for rows in batches:
             out[rows] = model.encode(
                 [texts[i] for i in rows], batch_size=len(rows), convert_to_numpy=True,
                 normalize_embeddings=True, show_progress_bar=False,
             )
+            if len(batches) > 1:
+                release_free_memory()
         return out
+
+
 
 
 def token_batches(model: Any, texts: Sequence[str], batch_size: int, max_tokens: int) -> list[np.ndarray]:

@@ -42,7 +42,7 @@ from graphroute.core import progress
 from graphroute.core.components import ComponentParams, Extraction, Extractor, IndexStep, LLMClient
 from graphroute.core.entities import ENTITY_ID_PREFIX, EntityTable, normalize_name
 from graphroute.core.hookspecs import hookimpl
-from graphroute.core.indexing import enter_phase
+from graphroute.core.indexing import enter_phase, release_free_memory
 from graphroute.core.models import Edge, EdgeType, Label, Node, VectorSpace, content_hash
 from pydantic import BaseModel, Field
 
@@ -729,6 +729,7 @@ class EntityGraphStep(IndexStep):
                     fresh[content_hash(f"{ch.title or ''}\x00{ch.text}")] = ex
                 if cache is not None:
                     cache.put_many(fresh)
+                release_free_memory()  # the extractor's per-batch garbage (spaCy, see there)
                 b.advance(len(batch))
         stats["extracted_chunks"] = len(todo)
         stats.update(getattr(extractor, "stats", {}) or {})
