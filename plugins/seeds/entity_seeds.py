@@ -521,19 +521,14 @@ def entity_degrees(store: GraphStore, group: str) -> tuple[dict[str, int], Any]:
 _degrees_cache: dict[tuple[int, str], tuple[Any, dict[str, int]]] = {}
 
 
-def community_members(store: GraphStore, group: str, communities: Sequence[Any]) -> list[str]:
-    """Entity ids of the given communities, from a per-(store, group) map rebuilt only when
-    the group's version moves.
+def entities_by_community(store: GraphStore, group: str) -> dict[Any, list[str]]:
+    """community id -> its entity ids, built once per store version.
 
     Why cached: ``community`` is not an indexed property, so ``find_nodes`` reads and parses
     every entity of the group; on MuSiQue (20k entities) that was 226 ms of route2_local's
     407 ms p50 per query (``graphroute perf``, per-stage trace).
     """
-    by_comm = per_version(store, group, "entities_by_community", lambda: _entities_by_community(store, group))
-    out: list[str] = []
-    for c in dict.fromkeys(communities):
-        out.extend(by_comm.get(c, []) if isinstance(c, str | int | float) and not isinstance(c, bool) else [])
-    return sorted(set(out))
+    return per_version(store, group, "entities_by_community", lambda: _entities_by_community(store, group))
 
 
 def _entities_by_community(store: GraphStore, group: str) -> dict[Any, list[str]]:
@@ -545,28 +540,21 @@ def _entities_by_community(store: GraphStore, group: str) -> dict[Any, list[str]
     return by_comm
 
 
-def top_degree_peers(
-    members: Sequence[str], degrees: dict[str, int], exclude: set[str], n: int
-) -> list[str]:
-    """The ``n`` best-connected members not in ``exclude`` (ties: by id)."""
-    cands = sorted((m for m in set(members) if m not in exclude), key=lambda m: (-degrees.get(m, 0), m))
-    return cands[:n]
-
-
 def _peer_order(store: GraphStore, group: str) -> dict[Any, list[str]]:
     """community -> its members, best-connected first (ties by id), once per store version:
     sorting a community of thousands by degree per question cost milliseconds."""
     degrees, _ = entity_degrees(store, group)
-    by_comm = per_version(store, group, "entities_by_community", lambda: _entities_by_community(store, group))
-    return {c: sorted(set(ms), key=lambda m: (-degrees.get(m, 0), m)) for c, ms in by_comm.items()}
+    return {c: sorted(set(ms), key=lambda m: (-degrees.get(m, 0), m)) for c, ms in entities_by_community(store, group).items()}
 
 
-def community_top_peers(store: GraphStore, group: str, communities: Sequence[Any], exclude: set[str], n: int) -> list[str]:
-    """What ``top_degree_peers(community_members(...), ...)`` returns, read off per-community
-    lists sorted once per store version (an entity belongs to one community, so the merged
-    lists hold no duplicates)."""
+def community_top_peers(
+    store: GraphStore, group: str, communities: Sequence[Any], degrees: dict[str, int], exclude: set[str], n: int
+) -> list[str]:
+    """The ``n`` best-connected members of ``communities`` not in ``exclude`` (ties by id),
+    read off per-community lists sorted once per store version. ``degrees`` is
+    :func:`entity_degrees`' map, the order those lists were sorted by; an entity belongs to
+    one community, so the merged lists hold no duplicates."""
     order = per_version(store, group, "community_peer_order", lambda: _peer_order(store, group))
-    degrees, _ = entity_degrees(store, group)
     lists = [order.get(c, []) for c in dict.fromkeys(communities) if isinstance(c, str | int | float) and not isinstance(c, bool)]
     out: list[str] = []
     for m in heapq.merge(*lists, key=lambda m: (-degrees.get(m, 0), m)):
@@ -607,7 +595,7 @@ class CommunityPeers(Stage):
             return
         degrees, _ = entity_degrees(store, state.group)
         exclude = {s.node_id for s in state.seeds if s.node_id}
-        peers = community_top_peers(store, state.group, comms, exclude, self.params.peers)
+        peers = community_top_peers(store, state.group, comms, degrees, exclude, self.params.peers)
         base = max((s.weight for s in seeds), default=1.0)
         for p in peers:
             state.seeds.append(Seed(name=p.removeprefix("ent:"), node_id=p, weight=base * self.params.weight, tier="entity", strategy="community_peer"))
