@@ -11,6 +11,7 @@ Two families live here, and nowhere else:
 
 from __future__ import annotations
 
+import copy
 import hashlib
 from enum import StrEnum
 from typing import Any
@@ -122,6 +123,12 @@ class Evidence(BaseModel):
     chunk_id: str | None = None
     entity: str | None = None  # the entity whose chunks brought this in (Route 2)
     metadata: dict[str, Any] = Field(default_factory=dict)
+
+    def detached(self) -> Evidence:
+        """A copy a stage may change without touching this one. Every field but ``metadata``
+        is immutable, so only that is copied deeply: ``model_copy(deep=True)`` also copied the
+        text, ~0.1 ms per chunk on a hot path."""
+        return self.model_copy(update={"metadata": copy.deepcopy(self.metadata)})
 
 
 class Seed(BaseModel):

@@ -13,7 +13,6 @@ scores are too smooth for a gap to exist, the 0.3x community penalty creates the
 
 from __future__ import annotations
 
-import copy
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -61,13 +60,6 @@ def rescore_evidence(evidence: list[Evidence], entities: Sequence[ScoredNode]) -
     return out
 
 
-def _own_copy(ev: Evidence) -> Evidence:
-    """A copy the stage may change without touching its input: every field but ``metadata`` is
-    immutable, so only that is copied deeply (a deep copy of the whole model cost ~0.1 ms per
-    chunk, mostly the text)."""
-    return ev.model_copy(update={"metadata": copy.deepcopy(ev.metadata)})
-
-
 def md5_dedup(evidence: Iterable[Evidence]) -> tuple[list[Evidence], int]:
     """Exact content-hash dedup keeping the highest-scored copy (first seen on ties) in the
     position of the first copy; the entities of dropped copies are recorded on the kept one."""
@@ -79,10 +71,10 @@ def md5_dedup(evidence: Iterable[Evidence]) -> tuple[list[Evidence], int]:
         h = content_hash(" ".join(ev.text.split()))
         cur = kept.get(h)
         if cur is None:
-            kept[h] = _own_copy(ev)
+            kept[h] = ev.detached()
             order.append(h)
             continue
-        winner, loser = (_own_copy(ev), cur) if ev.score > cur.score else (cur, ev)
+        winner, loser = (ev.detached(), cur) if ev.score > cur.score else (cur, ev)
         ents = evidence_entities(winner)
         for e in evidence_entities(loser):
             if e not in ents:

@@ -538,7 +538,7 @@ class SkeletonTraverse(Stage):
                 if other in anchor_ids:
                     links[a].add(other)
 
-        scored = {e.id: e.model_copy(deep=True) for e in anchors}
+        scored = {e.id: e.detached() for e in anchors}
         if p.verify and any(links.values()):
             for aid, ev in scored.items():
                 n = min(len(links[aid]), p.verify_max_links)
