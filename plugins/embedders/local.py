@@ -104,8 +104,6 @@ class LocalEmbedder(Embedder):
         return out
 
 
-
-
 def token_batches(model: Any, texts: Sequence[str], batch_size: int, max_tokens: int) -> list[np.ndarray]:
     """Row indexes of each forward pass: texts sorted longest first, each batch at most
     ``batch_size`` texts and ``max_tokens`` padded tokens (a single text always fits).

@@ -44,6 +44,8 @@ _CONNECTORS = frozenset({"of", "the", "de", "du", "del", "della", "da", "la", "l
 
 # every component but ner (and its tokenizer): what finding names in a question needs
 _NOT_FOR_NAMES = ["tok2vec", "tagger", "parser", "attribute_ruler", "lemmatizer", "senter"]
+# noun phrases need the tagger and parser (pos_, dependencies), not the lemmatizer
+_NOT_FOR_NOUN_PHRASES = ["lemmatizer"]
 
 
 @lru_cache(maxsize=1)
@@ -72,7 +74,7 @@ def offline_names(question: str, noun_phrases: NounPhrases = "always") -> list[s
     # reads only tokens): a third of the full pipeline's time on a question. The tagger and
     # parser run only when noun phrases are wanted. Per-call ``disable`` leaves the shared
     # pipeline untouched for concurrent queries.
-    doc = nlp(question, disable=_NOT_FOR_NAMES) if noun_phrases != "always" else nlp(question, disable=["lemmatizer"])
+    doc = nlp(question, disable=_NOT_FOR_NOUN_PHRASES if noun_phrases == "always" else _NOT_FOR_NAMES)
     found: list[str] = []
     seen: set[str] = set()
 
@@ -119,7 +121,7 @@ def offline_names(question: str, noun_phrases: NounPhrases = "always") -> list[s
         return found
     named = [normalize_name(n) for n in found]
     if not doc.has_annotation("DEP"):
-        doc = nlp(question, disable=["lemmatizer"])
+        doc = nlp(question, disable=_NOT_FOR_NOUN_PHRASES)
     for nc in doc.noun_chunks:
         words = [w for w in nc if w.pos_ not in ("DET", "PRON") and w.lower_ not in _QUESTION_WORDS]
         phrase = doc[words[0].i : words[-1].i + 1].text if words else ""
