@@ -12,14 +12,17 @@ from graphroute.plugins.expanders.graph import (
     PPR,
     EntityChunks,
     NodeMass,
+    TypedGraph,
     budget_cut,
+    direct_pagerank,
     personalized_pagerank,
+    settle_ties,
     transition_matrix,
 )
 from hypothesis import given, settings
 from hypothesis import strategies as hs
 
-from .conftest import GROUP, chain_graph, context, ent
+from .conftest import GROUP, chain_graph, context, ent, rel
 
 
 def run_ppr(store: GraphStore, seeds: list[Seed], **params: object) -> tuple[QueryState, dict[str, object]]:
@@ -38,6 +41,75 @@ def test_power_iteration_matches_closed_form() -> None:
     exact = np.linalg.solve(np.eye(4) - 0.85 * trans.toarray(), 0.15 * p)
     assert res.converged and np.allclose(res.scores, exact, atol=1e-8)
     assert res.scores.sum() == pytest.approx(1.0)
+
+
+def _random_graph(nodes: int, edges: int, seed: int) -> TypedGraph:
+    """A symmetric weighted graph with some nodes left without edges (dangling)."""
+    rng = np.random.default_rng(seed)
+    r = rng.integers(0, nodes - 3, edges)
+    c = rng.integers(0, nodes - 3, edges)
+    keep = r != c
+    w = rng.random(int(keep.sum())) + 0.1
+    adj = sp.coo_matrix((w, (r[keep], c[keep])), shape=(nodes, nodes)).tocsr()
+    adj = (adj + adj.T).tocsr()
+    trans, dangling = transition_matrix(adj)
+    ids = tuple(f"ent:{i:04d}" for i in range(nodes))
+    return TypedGraph(ids, {x: i for i, x in enumerate(ids)}, adj, trans, dangling, np.ones(nodes, dtype=bool), 0)
+
+
+@given(hs.integers(min_value=0, max_value=2**16), hs.sampled_from([0.5, 0.72, 0.85]), hs.integers(min_value=0, max_value=2))
+@settings(max_examples=40, deadline=None)
+def test_direct_solve_reaches_the_power_iterations_fixed_point(seed: int, damping: float, isolated: int) -> None:
+    """The LU solve and the power iteration agree on graphs with dangling nodes and on seeds
+    outside the graph (isolated nodes appended to the teleport vector)."""
+    g = _random_graph(60, 150, seed)
+    rng = np.random.default_rng(seed + 1)
+    n = len(g.ids) + isolated
+    teleport = np.zeros(n)
+    teleport[rng.choice(n, 4, replace=False)] = rng.random(4) + 0.05
+    direct, _ = direct_pagerank(g, teleport, damping=damping)
+    trans = sp.block_diag((g.transition, sp.csr_matrix((isolated, isolated))), format="csr")
+    dangling = np.concatenate([g.dangling, np.ones(isolated, dtype=bool)])
+    power = personalized_pagerank(trans, teleport, damping=damping, dangling=dangling, tol=1e-14, max_iter=2000)
+    assert power.converged
+    np.testing.assert_allclose(direct, power.scores, atol=1e-11)
+    assert direct.sum() == pytest.approx(1.0)
+
+
+def test_factors_are_made_once_per_damping() -> None:
+    g = _random_graph(40, 90, 3)
+    teleport = np.zeros(40)
+    teleport[5] = 1.0
+    first, made = direct_pagerank(g, teleport, damping=0.85)
+    assert made
+    again, made = direct_pagerank(g, teleport, damping=0.85)
+    assert not made and np.array_equal(first, again)
+    other, made = direct_pagerank(g, teleport, damping=0.5)
+    assert made and other[5] > first[5]  # more teleport keeps more mass on the seed
+
+
+def test_settle_ties_makes_rounding_level_differences_exact_ties() -> None:
+    s = np.array([0.3, 0.1 + 1e-17, 0.1, 0.1 * (1 + 1e-9), 0.0])
+    settled = settle_ties(s)
+    assert settled[1] == settled[2]  # last-bit noise: one value
+    assert settled[3] > settled[2]  # a real difference survives
+    assert settled[4] == 0.0 and np.allclose(settled, s, rtol=1e-11)
+    assert np.array_equal(settle_ties(np.zeros(3)), np.zeros(3))
+
+
+def test_both_solvers_rank_symmetric_entities_by_id(store: GraphStore) -> None:
+    """A star: the leaves are interchangeable, so they tie exactly and rank by id whichever
+    solver ran (without settling, the last bits of each solver decided)."""
+    leaves = ["m", "k", "z", "b", "q"]
+    store.write(GROUP, nodes=[ent("hub"), *(ent(x) for x in leaves)], edges=[rel("hub", x) for x in leaves])
+    seeds = [Seed(name="hub", node_id="ent:hub")]
+    power, pstats = run_ppr(store, seeds, budget=1.0, solver="power")
+    direct, dstats = run_ppr(store, seeds, budget=1.0, solver="direct")
+    expect = ["ent:hub", "ent:b", "ent:k", "ent:m", "ent:q", "ent:z"]
+    assert [e.id for e in power.entities] == expect == [e.id for e in direct.entities]
+    assert len({e.score for e in direct.entities[1:]}) == 1
+    np.testing.assert_allclose([e.score for e in power.entities], [e.score for e in direct.entities], rtol=1e-8)
+    assert pstats["solver"] == "power" and dstats["solver"] == "direct" and dstats["factorised"] is True
 
 
 def test_mass_concentrates_near_the_seed(store: GraphStore) -> None:
