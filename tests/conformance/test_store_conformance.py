@@ -10,9 +10,9 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
-from graphroute.core.graph import adjacency, clear_cache
+from graphroute.core.graph import adjacency
 from graphroute.core.models import Edge, EdgeType, Label, Node, VectorSpace
-from graphroute.core.store import GraphStore, StoreError
+from graphroute.core.store import GraphStore, StoreError, clear_derived
 
 DIM = 16
 MakeGroup = Callable[..., str]
@@ -399,7 +399,7 @@ def graph_fixture(store: GraphStore, group: str) -> None:
 
 def test_adjacency_export(store: GraphStore, group: str) -> None:
     graph_fixture(store, group)
-    clear_cache()
+    clear_derived()
     view = adjacency(store, group, {EdgeType.NEXT: 1.0, EdgeType.RELATED_TO: 2.0}, weight_prop="similarity")
     expect: dict[tuple[str, str], float] = {}
     for e in store.iter_edges(group):

@@ -22,7 +22,7 @@ OPENIE = Path("/work/shared/datasets/musique/openie_gpt-3.5-turbo.json")
 
 
 def make_lexicon(norms: list[str]) -> Lexicon:
-    lex = Lexicon(version=1)
+    lex = Lexicon()
     for i, n in enumerate(sorted(set(norms))):
         lex.norm_ids[n] = f"ent:{i}"
     lex.norms = sorted(lex.norm_ids)

@@ -54,7 +54,7 @@ def _random_graph(nodes: int, edges: int, seed: int) -> TypedGraph:
     adj = (adj + adj.T).tocsr()
     trans, dangling = transition_matrix(adj)
     ids = tuple(f"ent:{i:04d}" for i in range(nodes))
-    return TypedGraph(ids, {x: i for i, x in enumerate(ids)}, adj, trans, dangling, np.ones(nodes, dtype=bool), 0)
+    return TypedGraph(ids, {x: i for i, x in enumerate(ids)}, adj, trans, dangling, np.ones(nodes, dtype=bool))
 
 
 @given(hs.integers(min_value=0, max_value=2**16), hs.sampled_from([0.5, 0.72, 0.85]), hs.integers(min_value=0, max_value=2))

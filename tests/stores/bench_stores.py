@@ -14,9 +14,10 @@ import uuid
 
 import numpy as np
 from graphroute.core.engine import open_store
-from graphroute.core.graph import adjacency, clear_cache
+from graphroute.core.graph import adjacency
 from graphroute.core.models import Edge, EdgeType, Label, Node, VectorSpace
 from graphroute.core.settings import Settings
+from graphroute.core.store import clear_derived
 
 
 def build(group: str, n: int, docs: int, dim: int, rng: np.random.Generator):
@@ -53,7 +54,7 @@ def bench(backend: str, n: int, docs: int, dim: int) -> None:
         t = time.perf_counter()
         edges = sum(1 for _ in store.iter_edges(group))
         t_iter = time.perf_counter() - t
-        clear_cache()
+        clear_derived()
         t = time.perf_counter()
         view = adjacency(store, group, {EdgeType.NEXT: 1.0, EdgeType.PART_OF: 1.0, EdgeType.RELATED_TO: 1.0})
         t_adj = time.perf_counter() - t
