@@ -69,6 +69,9 @@ class PathWeights:
         return (self.entity, self.section, self.similar, self.shares, self.hub, self.mentions)
 
 
+_FACTORS_KEPT = 4  # LU factorisations a TypedGraph keeps, one per damping
+
+
 @dataclass(frozen=True)
 class TypedGraph:
     """The PPR graph: sorted node ids, a symmetric weighted adjacency and its
@@ -106,9 +109,6 @@ class TypedGraph:
                 self._factors.pop(next(iter(self._factors)))
             self._factors[damping] = lu
             return lu, True
-
-
-_FACTORS_KEPT = 4
 
 
 def _view_parts(
