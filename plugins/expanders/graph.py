@@ -73,6 +73,18 @@ _FACTORS_KEPT = 4  # LU factorisations a TypedGraph keeps, one per damping
 
 
 @dataclass(frozen=True)
+class SymmetricForm:
+    """The PPR system in symmetric form: ``matrix`` is ``D^-1/2 A D^-1/2``, ``root`` the
+    square roots of the degrees (0 for isolated nodes), ``inv_root`` their inverses (0 there
+    too) and ``volume`` the sum of the degrees."""
+
+    matrix: sp.csr_matrix
+    root: np.ndarray
+    inv_root: np.ndarray
+    volume: float
+
+
+@dataclass(frozen=True)
 class TypedGraph:
     """The PPR graph: sorted node ids, a symmetric weighted adjacency and its
     column-normalised transition matrix."""
@@ -84,11 +96,26 @@ class TypedGraph:
     dangling: np.ndarray  # bool per node: no edges
     is_entity: np.ndarray  # bool per node
     _factors: dict[float, spla.SuperLU] = field(default_factory=dict, compare=False, repr=False)
+    _symmetric: list[SymmetricForm] = field(default_factory=list, compare=False, repr=False)
     _factor_lock: threading.Lock = field(default_factory=threading.Lock, compare=False, repr=False)
 
     @property
     def edges(self) -> int:
         return int(self.adjacency.nnz // 2)
+
+    def symmetric(self) -> SymmetricForm:
+        """``D^-1/2 A D^-1/2`` and the degrees it was scaled by, made once for the life of this
+        graph: the conjugate-gradient solver needs a symmetric system, and ``I - d P`` is one
+        after a diagonal change of variables because ``A`` is symmetric."""
+        with self._factor_lock:
+            if not self._symmetric:
+                deg = np.asarray(self.adjacency.sum(axis=0)).ravel()
+                root = np.sqrt(deg)
+                inv_root = np.divide(1.0, root, out=np.zeros_like(root), where=root > 0)
+                scale = sp.diags(inv_root)
+                matrix = (scale @ self.adjacency @ scale).tocsr()
+                self._symmetric.append(SymmetricForm(matrix, root, inv_root, float(deg.sum())))
+            return self._symmetric[0]
 
     def factor(self, damping: float) -> tuple[spla.SuperLU, bool]:
         """The sparse LU factors of ``I - damping * P``, made once per damping for the life
@@ -282,6 +309,62 @@ def direct_pagerank(graph: TypedGraph, teleport: np.ndarray, *, damping: float =
     return y / y.sum(), made
 
 
+def cg_pagerank(
+    graph: TypedGraph, teleport: np.ndarray, *, damping: float = DEFAULT_DAMPING, tol: float = 1e-10, max_iter: int = 200
+) -> PPRResult:
+    """The same fixed point as :func:`direct_pagerank`, by conjugate gradients, for graphs
+    whose LU factors fill in (route 2's similarity and section edges).
+
+    ``A`` is symmetric, so with ``x = D^1/2 y`` the system ``(I - d P) x = p`` becomes
+    ``(I - d S) y = D^-1/2 p`` with ``S = D^-1/2 A D^-1/2`` (:meth:`TypedGraph.symmetric`):
+    symmetric positive definite with eigenvalues in ``[1 - d, 1 + d]``, so CG needs about
+    half the mat-vecs of the power iteration (~30 against ~75 at d = 0.85), whatever the
+    graph's size, and makes no factors.
+
+    It stops on a certified error instead of a step size: the residual ``rho`` gives
+    ``x - x_k = (I - d P)^-1 D^1/2 rho``, and ``I - d P`` has a column-stochastic ``P``, so
+    the L1 norm of its inverse is ``1 / (1 - d)``; the normalised scores are then off by at
+    most ``2 |D^1/2 rho|_1 / (1 - d)`` in L1. Stopping when that bound is below ``tol`` is
+    stricter than :func:`personalized_pagerank` at the same ``tol`` (its step size bounds its
+    error only to within ``d / (1 - d)`` times).
+
+    ``teleport`` covers ``graph.ids`` followed by any isolated nodes, as in
+    :func:`direct_pagerank`."""
+    p = np.asarray(teleport, dtype=np.float64)
+    total = p.sum()
+    if total <= 0:
+        return PPRResult(np.zeros_like(p), 0, True)
+    p = p / total
+    n = len(graph.ids)
+    x = p.copy()  # isolated nodes (in the graph or appended) keep their teleport weight
+    if not n:
+        return PPRResult(x, 0, True)
+    form = graph.symmetric()
+    y = np.zeros(n)
+    residual = p[:n] * form.inv_root
+    direction = residual.copy()
+    rr = float(residual @ residual)
+    bound_scale = 2.0 / (1.0 - damping)
+    iterations = 0
+    converged = bound_scale * float(np.abs(residual) @ form.root) <= tol
+    while not converged and iterations < max_iter:
+        iterations += 1
+        product = form.matrix @ direction
+        product *= -damping
+        product += direction  # (I - d S) direction
+        alpha = rr / float(direction @ product)
+        y += alpha * direction
+        residual -= alpha * product
+        rr_next = float(residual @ residual)
+        direction *= rr_next / rr
+        direction += residual
+        rr = rr_next
+        converged = bound_scale * float(np.abs(residual) @ form.root) <= tol
+    connected = form.root > 0
+    x[:n][connected] = form.root[connected] * y[connected]
+    return PPRResult(x / x.sum(), iterations, converged)
+
+
 TIE_DIGITS = 12
 
 
@@ -383,16 +466,21 @@ class PPR(Stage):
             1.0, ge=0.0, le=100.0,
             description="Connector of paths 2, 4, 5: chunk MENTIONS and IN_SECTION edges (the reference's APPEARS_IN_SECTION).",
         )
-        solver: Literal["power", "direct"] = Field(
+        solver: Literal["power", "direct", "cg"] = Field(
             "power",
-            description="power: the power iteration, stopped by tol / max_iter; its cost is ~75 passes over "
-            "the graph per question. direct: one sparse LU solve per question, the factors made once per "
-            "graph and damping - ~13x faster where they stay sparse (an entity graph without kNN "
-            "similarity edges), but similarity and section edges can make them dense (MuSiQue, every path "
-            "on: 65 M non-zeros, 112 s). Both give the same ranking.",
+            description="power: the power iteration, stopped by tol / max_iter; ~75 passes over the graph "
+            "per question. cg: conjugate gradients on the symmetric form of the same system, stopped when "
+            "its certified L1 error is below tol; ~30-40 passes, no set-up beyond one scaled copy of the "
+            "graph. direct: one sparse LU solve per question, the factors made once per graph and damping "
+            "- ~13x faster than power where they stay sparse (an entity graph without kNN similarity "
+            "edges), but similarity and section edges can make them dense (MuSiQue, every path on: 65 M "
+            "non-zeros, 112 s). All three give the same ranking.",
         )
-        tol: float = Field(1e-10, gt=0.0, le=1e-2, description="solver power: L1 change that stops the iteration.")
-        max_iter: int = Field(200, ge=1, le=10_000, description="solver power: upper bound on iterations.")
+        tol: float = Field(
+            1e-10, gt=0.0, le=1e-2,
+            description="solver power: L1 change that stops the iteration; solver cg: bound on the L1 error that stops it.",
+        )
+        max_iter: int = Field(200, ge=1, le=10_000, description="solvers power and cg: upper bound on iterations.")
 
     params: Params
 
@@ -429,6 +517,10 @@ class PPR(Stage):
         if p.solver == "direct":
             raw, factorised = direct_pagerank(g, teleport, damping=damping)
             ctx.stats.update({"solver": "direct", "factorised": factorised, "converged": True})
+        elif p.solver == "cg":
+            res = cg_pagerank(g, teleport, damping=damping, tol=p.tol, max_iter=p.max_iter)
+            raw = res.scores
+            ctx.stats.update({"solver": "cg", "iterations": res.iterations, "converged": res.converged})
         else:
             trans, dangling = g.transition, g.dangling
             if extra:

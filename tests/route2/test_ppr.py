@@ -14,6 +14,7 @@ from graphroute.plugins.expanders.graph import (
     NodeMass,
     TypedGraph,
     budget_cut,
+    cg_pagerank,
     direct_pagerank,
     personalized_pagerank,
     settle_ties,
@@ -59,9 +60,10 @@ def _random_graph(nodes: int, edges: int, seed: int) -> TypedGraph:
 
 @given(hs.integers(min_value=0, max_value=2**16), hs.sampled_from([0.5, 0.72, 0.85]), hs.integers(min_value=0, max_value=2))
 @settings(max_examples=40, deadline=None)
-def test_direct_solve_reaches_the_power_iterations_fixed_point(seed: int, damping: float, isolated: int) -> None:
-    """The LU solve and the power iteration agree on graphs with dangling nodes and on seeds
-    outside the graph (isolated nodes appended to the teleport vector)."""
+def test_exact_solvers_reach_the_power_iterations_fixed_point(seed: int, damping: float, isolated: int) -> None:
+    """The LU solve, conjugate gradients and the power iteration agree on graphs with
+    dangling nodes and on seeds outside the graph (isolated nodes appended to the teleport
+    vector)."""
     g = _random_graph(60, 150, seed)
     rng = np.random.default_rng(seed + 1)
     n = len(g.ids) + isolated
@@ -74,6 +76,34 @@ def test_direct_solve_reaches_the_power_iterations_fixed_point(seed: int, dampin
     assert power.converged
     np.testing.assert_allclose(direct, power.scores, atol=1e-11)
     assert direct.sum() == pytest.approx(1.0)
+    cg = cg_pagerank(g, teleport, damping=damping, tol=1e-12)
+    assert cg.converged
+    np.testing.assert_allclose(cg.scores, power.scores, atol=1e-11)
+
+
+@given(hs.integers(min_value=0, max_value=2**16), hs.sampled_from([1e-4, 1e-6, 1e-8]))
+@settings(max_examples=30, deadline=None)
+def test_cg_error_stays_within_its_certified_bound(seed: int, tol: float) -> None:
+    """cg stops on a bound of its L1 error, not on a step size: the scores it returns are
+    within ``tol`` of the exact ones, in fewer passes than the power iteration needs for the
+    same tol."""
+    g = _random_graph(80, 240, seed)
+    teleport = np.zeros(len(g.ids))
+    teleport[np.random.default_rng(seed).choice(len(g.ids), 3, replace=False)] = 1.0
+    exact, _ = direct_pagerank(g, teleport, damping=0.85)
+    cg = cg_pagerank(g, teleport, damping=0.85, tol=tol)
+    power = personalized_pagerank(g.transition, teleport, damping=0.85, dangling=g.dangling, tol=tol)
+    assert cg.converged and np.abs(cg.scores - exact).sum() <= tol
+    assert cg.iterations < power.iterations
+
+
+def test_cg_reports_when_it_runs_out_of_iterations() -> None:
+    g = _random_graph(50, 120, 7)
+    teleport = np.zeros(50)
+    teleport[1] = 1.0
+    short = cg_pagerank(g, teleport, damping=0.85, tol=1e-12, max_iter=2)
+    assert short.iterations == 2 and not short.converged
+    assert short.scores.sum() == pytest.approx(1.0)
 
 
 def test_factors_are_made_once_per_damping() -> None:
@@ -105,11 +135,14 @@ def test_both_solvers_rank_symmetric_entities_by_id(store: GraphStore) -> None:
     seeds = [Seed(name="hub", node_id="ent:hub")]
     power, pstats = run_ppr(store, seeds, budget=1.0, solver="power")
     direct, dstats = run_ppr(store, seeds, budget=1.0, solver="direct")
+    cg, cstats = run_ppr(store, seeds, budget=1.0, solver="cg")
     expect = ["ent:hub", "ent:b", "ent:k", "ent:m", "ent:q", "ent:z"]
-    assert [e.id for e in power.entities] == expect == [e.id for e in direct.entities]
-    assert len({e.score for e in direct.entities[1:]}) == 1
+    assert [e.id for e in power.entities] == expect == [e.id for e in direct.entities] == [e.id for e in cg.entities]
+    assert len({e.score for e in direct.entities[1:]}) == 1 and len({e.score for e in cg.entities[1:]}) == 1
     np.testing.assert_allclose([e.score for e in power.entities], [e.score for e in direct.entities], rtol=1e-8)
+    np.testing.assert_allclose([e.score for e in cg.entities], [e.score for e in direct.entities], rtol=1e-8)
     assert pstats["solver"] == "power" and dstats["solver"] == "direct" and dstats["factorised"] is True
+    assert cstats["solver"] == "cg" and cstats["converged"] is True and 0 < int(cstats["iterations"]) < int(pstats["iterations"])
 
 
 def test_mass_concentrates_near_the_seed(store: GraphStore) -> None:
