@@ -307,11 +307,7 @@ class PassageSeeds(Stage):
             lo, hi = min(s for _, s in kept), max(s for _, s in kept)
             kept = [(c, (s - lo) / (hi - lo) if hi > lo else 1.0) for c, s in kept]
             kept = [(c, s) for c, s in kept if s > 0]
-        # up to top_k (1,000 in Route 5) seeds per question: built without re-validating the
-        # floats and ids computed here (pydantic validation was ~4 ms per question)
-        state.seeds.extend(
-            Seed.model_construct(name=c, node_id=c, weight=s, tier=PASSAGE_TIER, strategy="chunk_vector") for c, s in kept
-        )
+        state.seeds.extend(Seed(name=c, node_id=c, weight=s, tier=PASSAGE_TIER, strategy="chunk_vector") for c, s in kept)
         ctx.stats.update({"hits": len(hits), "seeds": len(kept), "top": [{"chunk": c, "score": round(s, 4)} for c, s in kept[:5]]})
 
 
@@ -548,9 +544,11 @@ def unify(seeds: Sequence[Seed], weights: Mapping[str, float]) -> list[Seed]:
     z = sum(total.values())
     if z <= 0:
         return []
-    # one seed per node, from fields of already validated seeds: no re-validation
+    # one seed per node. Plain construction, not model_construct: pydantic 2's validator is
+    # compiled and builds a Seed in ~1.3 us where model_construct, pure Python, takes ~2.5 us
+    # (Route 5 builds ~2,000 seeds a question)
     out = [
-        Seed.model_construct(name=best[n][1].name, node_id=n, weight=v / z, tier=best[n][1].tier, strategy=best[n][1].strategy)
+        Seed(name=best[n][1].name, node_id=n, weight=v / z, tier=best[n][1].tier, strategy=best[n][1].strategy)
         for n, v in total.items()
     ]
     out.sort(key=lambda s: (-s.weight, s.node_id or ""))
