@@ -631,6 +631,16 @@ class ChunkMentions:
         return [ids[int(c)] for c in cols[picked]]
 
 
+    def entities_of(self, chunk_id: str) -> list[str]:
+        """The entities ``chunk_id`` mentions, by id."""
+        row = self.view.index.get(chunk_id)
+        if row is None:
+            return []
+        m = self.view.matrix
+        ids = self.view.ids
+        return [ids[c] for c in m.indices[m.indptr[row] : m.indptr[row + 1]] if is_entity_id(ids[c])]
+
+
 def chunk_mentions(store: GraphStore, group: str) -> ChunkMentions:
     """The group's :class:`ChunkMentions`, built once per store version."""
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
-from graphroute.core.models import Seed
+from graphroute.core.engine import open_store
+from graphroute.core.models import Edge, EdgeType, Label, Node, Seed
 from graphroute.core.stage import QueryState, StageContext
 from graphroute.plugins.seeds.tiers import (
     DEFAULT_PROFILES,
@@ -14,6 +17,8 @@ from graphroute.plugins.seeds.tiers import (
     classify,
     damping_for,
     redistribute,
+    section_entities,
+    section_of_chunks,
     spread,
     unify,
 )
@@ -143,3 +148,31 @@ def test_structural_aggregation_needs_min_sentences() -> None:
     assert [(r[0], r[2]) for r in rows] == [("A", 2), ("C", 2)]  # B's single lucky hit is not enough
     assert rows[0][1] == pytest.approx(1.7)
     assert spread(1.0, {"ent:x": 3, "ent:y": 1, "ent:z": 1}, 2) == pytest.approx({"ent:x": 0.75, "ent:y": 0.25})
+
+
+def test_section_membership_counts_chunk_mentions_and_follows_writes(tmp_path: Path) -> None:
+    """structural_seeds' section -> chunks -> entities counts come from per-version maps:
+    sentences in a section and entities mentioned only by sentences do not count, and the
+    next write is seen."""
+    store = open_store(str(tmp_path / "store"))
+    g = "g"
+
+    def node(i: str, label: str) -> Node:
+        return Node(id=i, label=label, group=g, props={"name": i})
+
+    def edge(a: str, b: str, t: str) -> Edge:
+        return Edge(src=a, dst=b, type=t, group=g)
+
+    store.write(
+        g,
+        nodes=[node("sec:1", Label.SECTION), node("sec:2", Label.SECTION), node("c1", Label.CHUNK), node("c2", Label.CHUNK),
+               node("c3", Label.CHUNK), node("s1", Label.SENTENCE), node("ent:a", Label.ENTITY), node("ent:b", Label.ENTITY)],
+        edges=[edge("c1", "sec:1", EdgeType.IN_SECTION), edge("c2", "sec:1", EdgeType.IN_SECTION), edge("c3", "sec:2", EdgeType.IN_SECTION),
+               edge("s1", "sec:2", EdgeType.IN_SECTION), edge("c1", "ent:a", EdgeType.MENTIONS), edge("c2", "ent:a", EdgeType.MENTIONS),
+               edge("c2", "ent:b", EdgeType.MENTIONS), edge("s1", "ent:b", EdgeType.MENTIONS)],
+    )
+    assert section_of_chunks(store, g, ["c3", "c1", "nope"]) == {"c3": "sec:2", "c1": "sec:1"}
+    assert section_entities(store, g, ["sec:1", "sec:2"]) == {"sec:1": {"ent:a": 2, "ent:b": 1}, "sec:2": {}}
+    store.write(g, nodes=[], edges=[edge("c3", "ent:b", EdgeType.MENTIONS)])
+    assert section_entities(store, g, ["sec:2"]) == {"sec:2": {"ent:b": 1}}
+    store.close()
