@@ -502,18 +502,21 @@ class PPR(Stage):
         # seeds absent from the graph (entities without any edge) still rank: add them as
         # isolated nodes, which teleport all their mass back to the seeds
         seed_ids = [s.node_id for s in seeds if s.node_id]
-        extra = sorted({i for i in seed_ids if i not in g.index})
+        index = g.index
+        extra = sorted({i for i in seed_ids if i not in index})
         n = len(g.ids) + len(extra)
         is_ent = g.is_entity
         ids: Sequence[str] = g.ids
+        pos: Mapping[str, int] = index
         if extra:
             is_ent = np.concatenate([is_ent, np.fromiter((is_entity_id(x) for x in extra), dtype=bool, count=len(extra))])
             ids = (*g.ids, *extra)
-        pos = {x: i for i, x in enumerate(ids)} if extra else g.index
+            pos = {**index, **{x: len(g.ids) + k for k, x in enumerate(extra)}}
+        # Route 5 hands over ~1,000 seeds: one vectorised scatter-add (in seed order, so the
+        # sums are the loop's to the bit) instead of a numpy scalar update per seed
         teleport = np.zeros(n, dtype=np.float64)
-        for s in seeds:
-            if s.node_id:
-                teleport[pos[s.node_id]] += s.weight
+        rows = np.fromiter((pos[i] for i in seed_ids), dtype=np.int64, count=len(seed_ids))
+        np.add.at(teleport, rows, np.fromiter((s.weight for s in seeds if s.node_id), dtype=np.float64, count=len(seed_ids)))
         if p.solver == "direct":
             raw, factorised = direct_pagerank(g, teleport, damping=damping)
             ctx.stats.update({"solver": "direct", "factorised": factorised, "converged": True})
@@ -543,7 +546,7 @@ class PPR(Stage):
             {
                 "graph_nodes": n,
                 "graph_edges": g.edges,
-                "seeds_in_graph": sum(1 for s in seeds if s.node_id in g.index),
+                "seeds_in_graph": int((rows < len(g.ids)).sum()),
                 "entities_ranked": len(top),
                 "entities_kept": len(chosen),
                 "budget_mass": round(sum(float(scores[i]) for i in chosen) / max(sum(float(scores[i]) for i in top), 1e-300), 4),

@@ -244,6 +244,14 @@ def test_seed_without_edges_still_ranks(store: GraphStore) -> None:
     store.write(GROUP, nodes=[ent("lonely"), ent("a"), ent("b")], edges=[Edge(src="ent:a", dst="ent:b", type=EdgeType.RELATION, group=GROUP)])
     st, stats = run_ppr(store, [Seed(name="lonely", node_id="ent:lonely")])
     assert [e.id for e in st.entities] == ["ent:lonely"] and stats["seeds_in_graph"] == 0
+    # one node seeded twice gets the sum of the weights, beside a seed outside the graph
+    twice = [Seed(name="lonely", node_id="ent:lonely", weight=0.5), Seed(name="a", node_id="ent:a", weight=0.2),
+             Seed(name="a", node_id="ent:a", weight=0.3)]
+    once = [Seed(name="lonely", node_id="ent:lonely", weight=0.5), Seed(name="a", node_id="ent:a", weight=0.5)]
+    (st2, stats2), (st1, _) = run_ppr(store, twice, budget=1.0), run_ppr(store, once, budget=1.0)
+    assert stats2["seeds_in_graph"] == 2 and stats2["graph_nodes"] == 3
+    assert [(e.id, round(e.score, 12)) for e in st2.entities] == [(e.id, round(e.score, 12)) for e in st1.entities]
+    assert {e.id for e in st2.entities} == {"ent:lonely", "ent:a", "ent:b"}
 
 
 def _hub_graph(store: GraphStore, chunks: int) -> None:
