@@ -1,8 +1,9 @@
 """The store fixture every conformance test runs against: once per backend.
 
 The ``neo4j`` parameter connects to the project's server (``make neo4j-up``; NEO4J_URI,
-default bolt://127.0.0.1:7687). When it is unreachable the Neo4j cases are skipped, except
-in CI (``CI=true``) where they must run, so they fail instead.
+default bolt://127.0.0.1 on $NEO4J_PORT, the port ``make neo4j-up`` uses, 7687 when unset).
+When it is unreachable the Neo4j cases are skipped, except in CI (``CI=true``) where they
+must run, so they fail instead.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from graphroute.core.engine import open_store
 from graphroute.core.settings import Settings
 from graphroute.core.store import GraphStore, StoreError
 
-NEO4J_URI = os.environ.get("NEO4J_URI", "bolt://127.0.0.1:7687")
+from tests.dev_neo4j import NEO4J_URI
+
 DEV_PASSWORD = "graphroute-dev"
 BACKENDS = ["embedded", "neo4j"]
 

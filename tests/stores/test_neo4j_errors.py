@@ -17,7 +17,8 @@ from graphroute.core.settings import Settings
 from graphroute.core.store import GraphStore, StoreError
 from graphroute.plugins.stores.neo4j_store import Neo4jBackend, Neo4jStore
 
-NEO4J_URI = os.environ.get("NEO4J_URI", "bolt://127.0.0.1:7687")
+from tests.dev_neo4j import NEO4J_URI
+
 PASSWORD = os.environ.get("NEO4J_PASSWORD") or "graphroute-dev"
 
 
