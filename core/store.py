@@ -19,7 +19,8 @@ import json
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Hashable, Iterator, Mapping, Sequence
-from typing import Any, Literal, TypeVar
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Literal, NamedTuple, TypeVar
 
 import numpy as np
 
@@ -27,6 +28,15 @@ from .models import Edge, Node
 
 Direction = Literal["out", "in", "both"]
 VectorBatch = Mapping[str, tuple[Sequence[str], np.ndarray]]
+
+
+class DocumentBatch(NamedTuple):
+    """The nodes, edges and vectors of some documents, written as one transaction by
+    :meth:`GraphStore.write_batches`."""
+
+    nodes: Sequence[Node]
+    edges: Sequence[Edge]
+    vectors: VectorBatch | None = None
 
 
 T = TypeVar("T")
@@ -106,6 +116,10 @@ class GraphStore(ABC):
 
     backend: str = ""
     location: str = ""
+    # How many ``write`` calls of disjoint documents may run at once from different threads
+    # (each still its own transaction); 1 means calls must not overlap. A server backend
+    # raises it so its commit work uses more than one core (see ``write_batches``).
+    write_concurrency: int = 1
 
     # ------------------------------------------------------------------ lifecycle
     @abstractmethod
@@ -148,6 +162,35 @@ class GraphStore(ABC):
         """Upsert nodes (by id), add edges and set vectors (space -> (ids, matrix)) in one
         atomic transaction. With ``replace_doc``, first delete everything that document
         owns, in the same transaction; ``meta`` keys are set in it too."""
+
+    def write_batches(self, group: str, batches: Sequence[DocumentBatch]) -> None:
+        """Write batches of *disjoint* documents, each atomically (one ``write`` each), up to
+        :attr:`write_concurrency` of them in flight; returns when all are written, or raises
+        the first failure once the batches in flight have finished (later ones are not started). Which batches committed
+        before a failure is not defined, so callers record the documents as written only
+        afterwards (the indexer marks them in flight first: ``core/indexing.py``).
+
+        Why: one writer leaves a server's second core idle while the first commits (Neo4j:
+        node and index records, the vector indexes' HNSW inserts). The first batch is
+        written alone: it may record a new vector space's dimension, which two concurrent
+        first writes of a group contend for (Neo4j: ``DeadlockDetected``, retried after ~1 s)."""
+        if not batches:
+            return
+        first, rest = batches[0], batches[1:]
+        self.write(group, first.nodes, first.edges, first.vectors)
+        workers = max(1, min(self.write_concurrency, len(rest)))
+        if workers == 1:
+            for b in rest:
+                self.write(group, b.nodes, b.edges, b.vectors)
+            return
+        with ThreadPoolExecutor(workers, thread_name_prefix="graphroute-write") as pool:
+            futures = [pool.submit(self.write, group, b.nodes, b.edges, b.vectors) for b in rest]
+            for f in futures:
+                exc = f.exception()
+                if exc is not None:
+                    for later in futures:
+                        later.cancel()  # the ones not started; leaving the block waits for the rest
+                    raise exc
 
     @abstractmethod
     def delete_document(self, group: str, doc_id: str) -> int:

@@ -138,6 +138,7 @@ class Neo4jStore(GraphStore):
         retry_s: float = 30.0,
         connect_attempts: int = 3,
         extra_edge_types: Collection[str] = (),
+        write_concurrency: int = 2,
     ) -> None:
         import neo4j
         from neo4j.exceptions import AuthError, ServiceUnavailable
@@ -146,6 +147,7 @@ class Neo4jStore(GraphStore):
         self._database = database
         self.exact_max = exact_max
         self.oversample = oversample
+        self.write_concurrency = write_concurrency
         self._edge_types = {str(t) for t in EdgeType} | {str(t) for t in extra_edge_types}
         bad = [t for t in self._edge_types if not _TYPE_RE.match(t)]
         if bad:
@@ -273,9 +275,18 @@ class Neo4jStore(GraphStore):
     # ------------------------------------------------------------------ version
     @staticmethod
     def _bump(tx: ManagedTransaction, group: str) -> None:
+        """The group's new version from the global counter, as the transaction's last write.
+
+        Lock order: every transaction that writes both takes the group's ``GRMeta`` before
+        the ``GRCounter`` (``_check_dim`` writes only the meta node, and only when a dimension
+        is new). The other order, counter first, deadlocked two writers of one group: one
+        held the meta node from setting a new space's dimension and waited for the counter,
+        the other held the counter and waited for the meta node (``DeadlockDetected``; the
+        driver's retry kept the data right but waited ~1 s)."""
         tx.run(
-            "MERGE (c:GRCounter {id: 0}) SET c.value = coalesce(c.value, 0) + 1 "
-            "MERGE (m:GRMeta {group: $g}) SET m.version = c.value",
+            "MERGE (m:GRMeta {group: $g}) SET m.version = coalesce(m.version, 0) "
+            "WITH m MERGE (c:GRCounter {id: 0}) SET c.value = coalesce(c.value, 0) + 1 "
+            "SET m.version = c.value",
             g=group,
         ).consume()
 
@@ -435,9 +446,17 @@ class Neo4jStore(GraphStore):
 
     @staticmethod
     def _check_dim(tx: ManagedTransaction, group: str, space: str, dim: int) -> None:
-        rec = tx.run(
-            "MERGE (m:GRMeta {group: $g}) RETURN m[$key] AS d", g=group, key=f"dim_{space}"
-        ).single()
+        """Refuse vectors whose dimension differs from the group's; record a new space's.
+
+        A read when the dimension is already recorded (every write after a group's first),
+        so concurrent writers of one group do not queue on its meta node until they commit.
+        Two *first* writes of a group at once still deadlock here (the driver retries after
+        ~1 s), which is why :meth:`GraphStore.write_batches` writes its first batch alone."""
+        key = f"dim_{space}"
+        rec = tx.run("MATCH (m:GRMeta {group: $g}) RETURN m[$key] AS d", g=group, key=key).single()
+        if rec is not None and rec["d"] is not None and int(rec["d"]) == dim:
+            return
+        rec = tx.run("MERGE (m:GRMeta {group: $g}) RETURN m[$key] AS d", g=group, key=key).single()
         old = rec["d"] if rec else None
         if old is not None and int(old) != dim:
             left = tx.run(
@@ -450,7 +469,7 @@ class Neo4jStore(GraphStore):
                     f"space {space!r} of group {group!r} holds {old}-d vectors; got {dim}-d "
                     "(re-index the group to change the embedder)"
                 )
-        tx.run("MATCH (m:GRMeta {group: $g}) SET m[$key] = $dim", g=group, key=f"dim_{space}", dim=dim).consume()
+        tx.run("MATCH (m:GRMeta {group: $g}) SET m[$key] = $dim", g=group, key=key, dim=dim).consume()
 
     def _delete_doc(self, tx: ManagedTransaction, group: str, doc_id: str) -> int:
         # Edges the document owns, whatever they touch (one index seek per allowed type).
@@ -797,6 +816,11 @@ class Neo4jBackend(StoreBackend):
             30.0, ge=0.0, le=600.0, description="How long transient errors are retried (with backoff)."
         )
         connect_attempts: int = Field(3, ge=1, le=20, description="Connection attempts before giving up.")
+        write_concurrency: int = Field(
+            2, ge=1, le=16,
+            description="Write transactions of disjoint document batches kept in flight while indexing "
+            "(each still atomic), so the server commits on more than one core.",
+        )
         extra_edge_types: list[str] = Field(
             default_factory=list, description="Edge types allowed besides the built-in EdgeType names."
         )
@@ -826,6 +850,7 @@ class Neo4jBackend(StoreBackend):
             retry_s=params.retry_s,
             connect_attempts=params.connect_attempts,
             extra_edge_types=params.extra_edge_types,
+            write_concurrency=params.write_concurrency,
         )
 
 

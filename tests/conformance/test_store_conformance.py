@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from graphroute.core.graph import adjacency
 from graphroute.core.models import Edge, EdgeType, Label, Node, VectorSpace
-from graphroute.core.store import GraphStore, StoreError, clear_derived
+from graphroute.core.store import DocumentBatch, GraphStore, StoreError, clear_derived
 
 DIM = 16
 MakeGroup = Callable[..., str]
@@ -335,6 +335,44 @@ def test_failed_write_changes_nothing(store: GraphStore, group: str) -> None:
     with pytest.raises(StoreError):
         store.write(group, [Node(id="new", label=Label.ENTITY, group=group)], vectors=bad, replace_doc="d1")
     assert (store.counts(group), store.version(group)) == before
+
+
+def test_write_batches_writes_every_batch_each_atomically(store: GraphStore, group: str) -> None:
+    """The indexer's path for new documents: every batch lands whole, with its vectors, on
+    both backends (Neo4j keeps two of them in flight)."""
+    rng = np.random.default_rng(5)
+    batches, vectors = [], {}
+    for b in range(7):
+        nodes, edges, ids = [], [], []
+        for d in range(3):
+            n, e = doc(group, f"b{b}d{d}")
+            nodes += n
+            edges += e
+            ids += sentence_ids(f"b{b}d{d}")
+        mat = unit(rng, len(ids))
+        vectors.update(zip(ids, mat, strict=True))
+        batches.append(DocumentBatch(nodes, edges, {VectorSpace.SENTENCE: (ids, mat)}))
+    v0 = store.version(group)
+    store.write_batches(group, batches)
+    assert store.version(group) > v0
+    counts = store.counts(group)
+    assert counts["nodes"][Label.DOCUMENT] == 21 and counts["nodes"][Label.SENTENCE] == 63
+    assert counts["vectors"][VectorSpace.SENTENCE] == 63
+    assert edge_keys(list(store.iter_edges(group))) == {k for b in batches for k in edge_keys(list(b.edges))}
+    ids = sorted(vectors)
+    assert np.allclose(store.get_vectors(group, VectorSpace.SENTENCE, ids), np.stack([vectors[i] for i in ids]), atol=1e-6)
+
+    # a failing batch: the error reaches the caller, the batch itself leaves nothing behind
+    other = f"{group}-2"
+    try:
+        good = DocumentBatch(*doc(other, "ok"))
+        bad_nodes, bad_edges = doc(other, "bad")
+        bad = DocumentBatch(bad_nodes, bad_edges, {VectorSpace.SENTENCE: (sentence_ids("bad"), unit(rng, 2))})  # 3 ids, 2 rows
+        with pytest.raises(StoreError):
+            store.write_batches(other, [good, bad, good])
+        assert {n.id for n in store.iter_nodes(other, Label.DOCUMENT)} == {"ok"}
+    finally:
+        store.delete_group(other)
 
 
 def test_counts(store: GraphStore, group: str) -> None:

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 from graphroute.core.models import Edge, EdgeType, Label, Node, VectorSpace
-from graphroute.core.store import StoreError
+from graphroute.core.store import DocumentBatch, StoreError
 from graphroute.plugins.stores.neo4j_store import Neo4jStore, _Vector
 
 from .test_neo4j_errors import NEO4J_URI, PASSWORD, needs_server
@@ -119,3 +119,32 @@ def test_driver_debug_log_never_prints_vector_values(
     assert runs, "the driver logged no RUN line for the node statement"
     assert "<vector of 384 floats>" in runs[0]
     assert repr(float(vec[0, 0])) not in runs[0]
+
+
+@needs_server
+@pytest.mark.parametrize("first_alone", [True, False])
+def test_concurrent_batches_of_a_new_group_do_not_deadlock(
+    store: Neo4jStore, group: str, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch, first_alone: bool
+) -> None:
+    """``write_batches`` keeps two transactions in flight; the group's first write records
+    the vector dimensions on its meta node, and two first writes at once deadlock there (the
+    driver retries after ~1 s, so the data would still be right - only slow). Writing the
+    first batch alone avoids it; the ``first_alone=False`` case shows the deadlock is real."""
+    rng = np.random.default_rng(3)
+    batches = []
+    for b in range(6):
+        nodes = [sentence(group, i, doc=f"d{b}") for i in range(40)]
+        ids = [n.id for n in nodes]
+        batches.append(DocumentBatch(nodes, [], {VectorSpace.SENTENCE: (ids, unit(rng, 40)), VectorSpace.CHUNK: (ids[:5], unit(rng, 5))}))
+    assert store.write_concurrency == 2
+    if not first_alone:  # every batch through the pool, the first included
+        monkeypatch.setattr(store, "write_concurrency", 6)
+        batches = [DocumentBatch([], [], None), *batches]  # an empty first batch records nothing
+    with caplog.at_level(logging.INFO, logger="neo4j"):
+        store.write_batches(group, batches)
+    assert store.counts(group)["nodes"].get("Sentence", 0) == 240
+    deadlocks = [r for r in caplog.records if "DeadlockDetected" in r.getMessage()]
+    if first_alone:
+        assert not deadlocks
+    else:
+        assert deadlocks, "expected the two first writes to collide (if this stops failing, Neo4j changed)"
