@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from .components import Embedder, LLMClient, LoaderError
 from .registry import Registry
 from .settings import Settings
-from .store import GraphStore
+from .store import DocumentBatch, GraphStore
 
 
 class ComponentSpec(BaseModel):
@@ -469,35 +469,60 @@ class Indexer:
         if loaded:
             seg_split = self.segmenter().split
 
-            def write_batch(batch: list[Any], skels: list[Any], vecs: dict[str, Any]) -> None:
-                """One store write for the batch's new documents (a changed one is replaced
-                atomically on its own), with the documents meta and the pending fingerprint."""
-                fresh_nodes: list[Any] = []
-                fresh_edges: list[Any] = []
-                fresh_vecs: dict[str, tuple[list[str], list[np.ndarray]]] = {}
-                for sk, d in zip(skels, batch, strict=True):
-                    for k, v in sk.stats.items():
-                        parse_stats[k] = parse_stats.get(k, 0) + v
-                    is_new = sk.doc_id not in documents
-                    documents[sk.doc_id] = {"hash": d.content_hash, "source": d.source, "title": d.title}
-                    changed.add(sk.doc_id)
-                    report.sentences_written += len(sk.sentence_ids)
-                    if is_new:  # new documents of the batch go together in one write
-                        fresh_nodes.extend(sk.nodes)
-                        fresh_edges.extend(sk.edges)
-                        for space, (ids, mat) in vecs[sk.doc_id].items():
-                            acc = fresh_vecs.setdefault(space, ([], []))
-                            acc[0].extend(ids)
-                            acc[1].append(mat)
-                    else:  # a changed document: its old subgraph is replaced atomically
-                        self.store.write(
-                            self.group, sk.nodes, sk.edges, vecs[sk.doc_id],
-                            replace_doc=sk.doc_id, meta={DOCUMENTS_META: documents, FINGERPRINT_META: pending_fp},
-                        )
-                if fresh_nodes:
+            def write_window(window: list[tuple[list[Any], list[Any]]], vecs: dict[str, Any]) -> None:
+                """Store writes for a window of document batches: a changed document is
+                replaced atomically on its own; each batch's new documents go in one write.
+
+                The documents meta (which documents are indexed, by content hash) must never
+                list a document whose write did not commit, or the next run would skip it.
+                One writer at a time: each batch's write carries the meta with its own
+                documents added. A store that keeps several writes in flight
+                (``write_concurrency`` > 1, Neo4j) gets the window's new-document batches
+                at once through ``write_batches``; their documents are first recorded with
+                no hash ("in flight", so a crashed run's next one replaces them rather than
+                trusting them) and get their hashes once every batch has committed."""
+                fresh: list[tuple[DocumentBatch, dict[str, dict[str, Any]]]] = []
+                for batch, skels in window:
+                    fresh_nodes: list[Any] = []
+                    fresh_edges: list[Any] = []
+                    fresh_vecs: dict[str, tuple[list[str], list[np.ndarray]]] = {}
+                    entries: dict[str, dict[str, Any]] = {}
+                    for sk, d in zip(skels, batch, strict=True):
+                        for k, v in sk.stats.items():
+                            parse_stats[k] = parse_stats.get(k, 0) + v
+                        entry = {"hash": d.content_hash, "source": d.source, "title": d.title}
+                        changed.add(sk.doc_id)
+                        report.sentences_written += len(sk.sentence_ids)
+                        if sk.doc_id not in documents:
+                            # new documents of the batch go together in one write
+                            entries[sk.doc_id] = entry
+                            fresh_nodes.extend(sk.nodes)
+                            fresh_edges.extend(sk.edges)
+                            for space, (ids, mat) in vecs[sk.doc_id].items():
+                                acc = fresh_vecs.setdefault(space, ([], []))
+                                acc[0].extend(ids)
+                                acc[1].append(mat)
+                        else:  # a changed document: its old subgraph is replaced atomically
+                            documents[sk.doc_id] = entry
+                            self.store.write(
+                                self.group, sk.nodes, sk.edges, vecs[sk.doc_id],
+                                replace_doc=sk.doc_id, meta={DOCUMENTS_META: documents, FINGERPRINT_META: pending_fp},
+                            )
+                    if fresh_nodes:
+                        mats = {sp: (ids, np.concatenate(ms)) for sp, (ids, ms) in fresh_vecs.items()}
+                        fresh.append((DocumentBatch(fresh_nodes, fresh_edges, mats), entries))
+                if self.store.write_concurrency > 1 and len(fresh) > 1:
+                    in_flight = {did: {**e, "hash": None} for _, entries in fresh for did, e in entries.items()}
+                    self.store.write(self.group, meta={DOCUMENTS_META: {**documents, **in_flight}, FINGERPRINT_META: pending_fp})
+                    self.store.write_batches(self.group, [b for b, _ in fresh])
+                    for _, entries in fresh:
+                        documents.update(entries)
+                    self.store.write(self.group, meta={DOCUMENTS_META: documents, FINGERPRINT_META: pending_fp})
+                    return
+                for b, entries in fresh:
+                    documents.update(entries)
                     self.store.write(
-                        self.group, fresh_nodes, fresh_edges,
-                        {sp: (ids, np.concatenate(ms)) for sp, (ids, ms) in fresh_vecs.items()},
+                        self.group, b.nodes, b.edges, b.vectors,
                         meta={DOCUMENTS_META: documents, FINGERPRINT_META: pending_fp},
                     )
 
@@ -527,11 +552,10 @@ class Indexer:
                     te += time.perf_counter() - t
                     bars["embed"].advance(sum(len(b) for b, _ in window))
                     enter_phase("write")
-                    for batch_docs, batch_skels in window:
-                        t = time.perf_counter()
-                        write_batch(batch_docs, batch_skels, vecs)
-                        tw += time.perf_counter() - t
-                        bars["write"].advance(len(batch_docs))
+                    t = time.perf_counter()
+                    write_window(window, vecs)
+                    tw += time.perf_counter() - t
+                    bars["write"].advance(sum(len(b) for b, _ in window))
                     window, window_texts = [], 0
                     del vecs
                     release_free_memory()  # the window's parse and embed garbage (see there)
