@@ -341,7 +341,8 @@ def test_write_batches_writes_every_batch_each_atomically(store: GraphStore, gro
     """The indexer's path for new documents: every batch lands whole, with its vectors, on
     both backends (Neo4j keeps two of them in flight)."""
     rng = np.random.default_rng(5)
-    batches, vectors = [], {}
+    batches: list[DocumentBatch] = []
+    vectors: dict[str, np.ndarray] = {}
     for b in range(7):
         nodes, edges, ids = [], [], []
         for d in range(3):

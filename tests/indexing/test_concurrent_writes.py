@@ -14,7 +14,7 @@ import pytest
 from graphroute.core import indexing
 from graphroute.core.engine import open_store
 from graphroute.core.indexing import DOCUMENTS_META
-from graphroute.core.store import GraphStore, StoreError
+from graphroute.core.store import DocumentBatch, GraphStore, StoreError
 
 from .conftest import skeleton_profile
 from .test_embed_window import _corpus
@@ -37,7 +37,12 @@ def test_concurrent_batches_give_the_same_index_as_one_writer(
         other.write_concurrency = 2
         calls: list[int] = []
         write_batches = other.write_batches
-        monkeypatch.setattr(other, "write_batches", lambda group, batches: (calls.append(len(batches)), write_batches(group, batches))[1])
+
+        def counted(group: str, batches: list[DocumentBatch]) -> None:
+            calls.append(len(batches))
+            write_batches(group, batches)
+
+        monkeypatch.setattr(other, "write_batches", counted)
         report = indexing.Indexer(other, "g", registry=registry, settings=settings, profile=skeleton_profile()).index_paths([corpus])
         assert report.indexed == 10 and not report.failed
         assert calls == [3]
