@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from functools import lru_cache
 
 from graphroute.core.hookspecs import hookimpl
 from graphroute.core.models import Evidence
@@ -35,6 +36,7 @@ _SPACE_BEFORE_PUNCT_RE = re.compile(r"[ \t]+([.,;:!?])")
 _TOKEN_RE = re.compile(r"\w+|[^\w\s]")
 
 
+@lru_cache(maxsize=1 << 14)  # every evidence text, every question; pure
 def strip_internal_tags(text: str) -> str:
     """Remove retrieval/skeleton annotations from text meant for a prompt or an answer.
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from functools import lru_cache
 
 from graphroute.core.hookspecs import hookimpl
 from graphroute.core.models import Evidence, ScoredNode, content_hash
@@ -130,6 +131,7 @@ def allocate(entities: Sequence[ScoredNode], limit: int) -> dict[str, int]:
     return {e.id: max(1, round(max(e.score, 0.0) / top * limit)) for e in entities}
 
 
+@lru_cache(maxsize=1 << 14)  # evidence texts recur between questions; pure
 def word_set(text: str) -> frozenset[str]:
     return frozenset(_WORD_RE.findall(text.lower()))
 

@@ -15,6 +15,7 @@ only four cheap, deterministic controls, in route order:
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Any, Literal
 
 from graphroute.core.hookspecs import hookimpl
@@ -221,6 +222,7 @@ class StructuralCoherence(Stage):
 # --------------------------------------------------------------------------- pruning
 
 
+@lru_cache(maxsize=1 << 14)  # evidence texts recur between questions; pure
 def _norm_text(text: str) -> str:
     return _SPACE_RE.sub(" ", text).strip().casefold()
 
