@@ -1,7 +1,7 @@
 """Store benchmark (prints figures; not a test): write, iter_edges, adjacency export and
 vector search on a synthetic group, per backend.
 
-    .venv/bin/python tests/stores/bench_stores.py [--backend embedded|neo4j|both] [--sentences N]
+    .venv/bin/python -m tests.stores.bench_stores [--backend embedded|neo4j|both] [--sentences N]
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from graphroute.core.graph import adjacency
 from graphroute.core.models import Edge, EdgeType, Label, Node, VectorSpace
 from graphroute.core.settings import Settings
 from graphroute.core.store import clear_derived
+
+from tests.dev_neo4j import NEO4J_URI
 
 
 def build(group: str, n: int, docs: int, dim: int, rng: np.random.Generator):
@@ -36,7 +38,7 @@ def build(group: str, n: int, docs: int, dim: int, rng: np.random.Generator):
 
 def bench(backend: str, n: int, docs: int, dim: int) -> None:
     rng = np.random.default_rng(0)
-    location = tempfile.mkdtemp() if backend == "embedded" else "bolt://127.0.0.1:7687"
+    location = tempfile.mkdtemp() if backend == "embedded" else NEO4J_URI
     settings = Settings()
     if backend == "neo4j" and not settings.neo4j_password:
         settings.neo4j_password = "graphroute-dev"
