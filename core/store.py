@@ -166,9 +166,10 @@ class GraphStore(ABC):
     def write_batches(self, group: str, batches: Sequence[DocumentBatch]) -> None:
         """Write batches of *disjoint* documents, each atomically (one ``write`` each), up to
         :attr:`write_concurrency` of them in flight; returns when all are written, or raises
-        the first failure once the batches in flight have finished (later ones are not started). Which batches committed
-        before a failure is not defined, so callers record the documents as written only
-        afterwards (the indexer marks them in flight first: ``core/indexing.py``).
+        the first failure once the batches in flight have finished (later ones are not
+        started). Which batches committed before a failure is not defined, so callers record
+        the documents as written only afterwards (the indexer marks them in flight first:
+        ``core/indexing.py``).
 
         Why: one writer leaves a server's second core idle while the first commits (Neo4j:
         node and index records, the vector indexes' HNSW inserts). The first batch is
