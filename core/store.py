@@ -175,17 +175,20 @@ class GraphStore(ABC):
         node and index records, the vector indexes' HNSW inserts). The first batch is
         written alone: it may record a new vector space's dimension, which two concurrent
         first writes of a group contend for (Neo4j: ``DeadlockDetected``, retried after ~1 s)."""
+
+        def put(b: DocumentBatch) -> None:
+            self.write(group, b.nodes, b.edges, b.vectors)
+
         if not batches:
             return
-        first, rest = batches[0], batches[1:]
-        self.write(group, first.nodes, first.edges, first.vectors)
-        workers = max(1, min(self.write_concurrency, len(rest)))
-        if workers == 1:
+        put(batches[0])
+        rest = batches[1:]
+        if self.write_concurrency <= 1 or len(rest) <= 1:
             for b in rest:
-                self.write(group, b.nodes, b.edges, b.vectors)
+                put(b)
             return
-        with ThreadPoolExecutor(workers, thread_name_prefix="graphroute-write") as pool:
-            futures = [pool.submit(self.write, group, b.nodes, b.edges, b.vectors) for b in rest]
+        with ThreadPoolExecutor(min(self.write_concurrency, len(rest)), thread_name_prefix="graphroute-write") as pool:
+            futures = [pool.submit(put, b) for b in rest]
             for f in futures:
                 exc = f.exception()
                 if exc is not None:

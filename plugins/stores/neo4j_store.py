@@ -277,12 +277,13 @@ class Neo4jStore(GraphStore):
     def _bump(tx: ManagedTransaction, group: str) -> None:
         """The group's new version from the global counter, as the transaction's last write.
 
-        Lock order: every transaction that writes both takes the group's ``GRMeta`` before
-        the ``GRCounter`` (``_check_dim`` writes only the meta node, and only when a dimension
-        is new). The other order, counter first, deadlocked two writers of one group: one
-        held the meta node from setting a new space's dimension and waited for the counter,
-        the other held the counter and waited for the meta node (``DeadlockDetected``; the
-        driver's retry kept the data right but waited ~1 s)."""
+        Lock order: the first ``SET`` only takes the lock on the group's ``GRMeta``, so every
+        transaction locks it before the ``GRCounter``, the order ``_check_dim`` (which writes
+        only the meta node, and only for a new dimension) already takes. With the counter
+        first, a write recording a dimension (meta, then counter) and a plain write of the
+        same group (counter, then meta) could each hold one lock and wait for the other. Two first writes of a group still deadlock (on the
+        meta node alone; the driver retries after ~1 s), which ``write_batches`` avoids by
+        writing its first batch alone."""
         tx.run(
             "MERGE (m:GRMeta {group: $g}) SET m.version = coalesce(m.version, 0) "
             "WITH m MERGE (c:GRCounter {id: 0}) SET c.value = coalesce(c.value, 0) + 1 "
