@@ -12,13 +12,16 @@ from graphroute.plugins.expanders.graph import (
     PPR,
     EntityChunks,
     NodeMass,
+    PathWeights,
     TypedGraph,
     budget_cut,
     cg_pagerank,
+    co_mention_form,
     direct_pagerank,
     personalized_pagerank,
     settle_ties,
     transition_matrix,
+    typed_graph,
 )
 from hypothesis import given, settings
 from hypothesis import strategies as hs
@@ -319,3 +322,102 @@ def test_node_mass_top_matches_a_full_sort(scores: list[float], k: int, seed: in
     expected = sorted(((x, m) for x, m in zip(ids, scores, strict=True) if x in among and m > 0), key=lambda cm: (-cm[1], cm[0]))[:k]
     assert mass.top(k, among) == expected
     assert dict(mass) == {x: m for x, m in zip(ids, scores, strict=True) if m > 0}
+
+
+def _clique_graph(seed: int, linked: float, extra_edges: int, weight: float) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+    """Entities 0..59 and chunks 60..74: each chunk mentions 8-12 entities; the chunks picked
+    with probability ``linked`` link their entities pairwise (CO_OCCURS, ``weight``, once per
+    pair however many chunks share it), plus mention edges and random other edges. Returns
+    (adjacency, node x chunk incidence)."""
+    rng = np.random.default_rng(seed)
+    ents, chunks = 60, 15
+    n = ents + chunks
+    inc = sp.lil_matrix((n, chunks))
+    adj = sp.lil_matrix((n, n))
+    for c in range(chunks):
+        members = rng.choice(ents, int(rng.integers(8, 13)), replace=False)
+        for e in members:
+            inc[e, c] = 1.0
+            adj[e, ents + c] = adj[ents + c, e] = 1.0
+        if rng.random() < linked:
+            for a in members:
+                for b in members:
+                    if a != b:
+                        adj[a, b] = weight
+    for _ in range(extra_edges):
+        a, b = rng.choice(n, 2, replace=False)
+        w = float(rng.random()) + 0.1
+        adj[a, b] += w
+        adj[b, a] += w
+    return adj.tocsr(), inc.tocsr()
+
+
+@given(hs.integers(min_value=0, max_value=2**16), hs.sampled_from([0.5, 1.0, 2.0]), hs.sampled_from([0.0, 0.6, 1.0]))
+@settings(max_examples=40, deadline=None)
+def test_co_mention_form_is_the_same_matrix(seed: int, weight: float, linked: float) -> None:
+    """Stored as a product or not, ``S`` is the same matrix: the remainder carries the pairs
+    linked in several chunks, the chunks that linked nothing and every other edge; and CG
+    over it takes the same passes to the same scores."""
+    adj, inc = _clique_graph(seed, linked, extra_edges=25, weight=weight)
+    trans, dangling = transition_matrix(adj)
+    ids = tuple(f"ent:{i:03d}" for i in range(adj.shape[0]))
+    index = {x: i for i, x in enumerate(ids)}
+    is_ent = np.arange(adj.shape[0]) < 60
+    plain = TypedGraph(ids, index, adj, trans, dangling, is_ent)
+    split = TypedGraph(ids, index, adj, trans, dangling, is_ent, inc, weight)
+    form = split.symmetric
+    assert form.low is not None or linked < 1.0  # every chunk linked: the product pays
+    dense = (sp.diags(form.inv_root) @ adj @ sp.diags(form.inv_root)).toarray()
+    v = np.random.default_rng(seed).random(adj.shape[0])
+    np.testing.assert_allclose(form.times(v), dense @ v, atol=1e-12)
+    np.testing.assert_allclose(plain.symmetric.times(v), dense @ v, atol=1e-12)
+    assert plain.symmetric.low is None
+    teleport = np.zeros(adj.shape[0])
+    teleport[[1, 7]] = [0.7, 0.3]
+    a, b = cg_pagerank(plain, teleport), cg_pagerank(split, teleport)
+    assert a.iterations == b.iterations and np.abs(a.scores - b.scores).sum() < 1e-12
+
+
+def test_co_mention_form_only_where_it_stores_less() -> None:
+    def inv_root(a: sp.csr_matrix) -> np.ndarray:
+        deg = np.asarray(a.sum(axis=0)).ravel()
+        return np.divide(1.0, np.sqrt(deg), out=np.zeros_like(deg), where=deg > 0)
+
+    adj, inc = _clique_graph(3, linked=1.0, extra_edges=0, weight=1.0)
+    split = co_mention_form(adj, inc, 1.0, inv_root(adj))
+    assert split is not None
+    sparse, low = split
+    assert sparse.nnz + 2 * low.nnz < adj.nnz
+    # chunks that link nothing: the product would only add entries for the remainder to cancel
+    unlinked, inc2 = _clique_graph(3, linked=0.0, extra_edges=0, weight=1.0)
+    assert co_mention_form(unlinked, inc2, 1.0, inv_root(unlinked)) is None
+    # a weight of zero means the co-occurrence edges are not in the graph
+    assert co_mention_form(adj, inc, 0.0, inv_root(adj)) is None
+    # one chunk naming every entity: M M^T would be larger than the whole graph, never formed
+    wide = sp.csr_matrix(np.ones((adj.shape[0], 1)))
+    assert co_mention_form(adj, wide, 1.0, inv_root(adj)) is None
+
+
+def test_route2_graph_stores_its_co_occurrence_cliques_as_a_product(store: GraphStore) -> None:
+    """Through the store: chunks mention entities and link them pairwise, as the entity
+    graph writes them; the PPR graph keeps those cliques as a product and ranks exactly as
+    the full matrix does."""
+    rng = np.random.default_rng(11)
+    nodes: list[Node] = [ent(f"e{i:03d}") for i in range(120)]
+    edges: list[Edge] = []
+    for c in range(30):
+        cid = f"c{c:02d}"
+        nodes.append(Node(id=cid, label=Label.CHUNK, group=GROUP, doc_id=f"d{c}", props={"text": f"chunk {c}"}))
+        members = sorted(rng.choice(120, 10, replace=False).tolist())
+        edges += [Edge(src=cid, dst=f"ent:e{m:03d}", type=EdgeType.MENTIONS, group=GROUP) for m in members]
+        edges += [rel(f"e{a:03d}", f"e{b:03d}", EdgeType.CO_OCCURS) for i, a in enumerate(members) for b in members[i + 1 :]]
+    store.write(GROUP, nodes=nodes, edges=edges)
+    g = typed_graph(store, GROUP, PathWeights())
+    assert g.symmetric.low is not None
+    plain = TypedGraph(g.ids, g.index, g.adjacency, g.transition, g.dangling, g.is_entity)
+    teleport = np.zeros(len(g.ids))
+    teleport[g.index["ent:e003"]] = 1.0
+    a, b = cg_pagerank(plain, teleport), cg_pagerank(g, teleport)
+    assert a.iterations == b.iterations
+    np.testing.assert_array_equal(np.argsort(-settle_ties(a.scores), kind="stable"), np.argsort(-settle_ties(b.scores), kind="stable"))
+    assert np.abs(a.scores - b.scores).sum() < 1e-13
