@@ -54,6 +54,19 @@ def _nlp() -> Any:
     return spacy.load(SPACY_MODEL)
 
 
+@lru_cache(maxsize=1)
+def _ops() -> Any:
+    """The array backend thinc chose when first asked in this process.
+
+    Why: thinc keeps its backend in a context variable, and every stage runs in a copy of
+    the caller's context; where none was set, spaCy's first layer looks the CPU backend up
+    again through the package registry: 0.64 ms a question (``get_current_ops`` in a fresh
+    context, median of 200), for a choice that never changes."""
+    from thinc.api import get_current_ops
+
+    return get_current_ops()
+
+
 def _clean(span: str) -> str:
     return " ".join(span.strip(" \t\n?!.,;:\"'()[]").split())
 
@@ -69,6 +82,9 @@ def offline_names(question: str, noun_phrases: NounPhrases = "always") -> list[s
     was found - a question's common nouns ("author", "country") name the relation asked
     about, not a node to start from, and resolve to whatever entity happens to contain them."""
     nlp = _nlp()
+    from thinc.api import set_current_ops
+
+    set_current_ops(_ops())
     # Names need spaCy's ner alone (it has its own tok2vec; the capitalised-span pass below
     # reads only tokens): a third of the full pipeline's time on a question. The tagger and
     # parser run only when noun phrases are wanted. Per-call ``disable`` leaves the shared
