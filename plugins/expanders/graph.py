@@ -518,6 +518,20 @@ class NodeMass(Mapping[str, float]):
         return ranked[:k]
 
 
+def top_positive(scores: np.ndarray, k: int) -> list[int]:
+    """Indices of the ``k`` largest positive ``scores``, ties broken by index (node ids are
+    sorted, so by id).
+
+    Why not one stable argsort: it orders all 22k nodes of MuSiQue's graph to keep 15
+    (1.41 ms against 0.24 for this partition, median of 200 on 22,225 scores)."""
+    positive = np.flatnonzero(scores > 0)
+    if len(positive) > k:  # the k largest, ties at the boundary included
+        kth = np.partition(scores[positive], len(positive) - k)[len(positive) - k]
+        positive = positive[scores[positive] >= kth]
+    ranked = positive[np.lexsort((positive, -scores[positive]))]
+    return [int(i) for i in ranked[:k]]
+
+
 def budget_cut(scores: Sequence[float], budget: float) -> int:
     """How many of the (descending) ``scores`` to keep: entities are kept in order until
     their cumulative share of the total mass reaches ``budget`` (the entity that crosses it
@@ -630,8 +644,7 @@ class PPR(Stage):
             ctx.stats.update({"solver": "power", "iterations": res.iterations, "converged": res.converged})
         mass = settle_ties(raw)
         scores = np.where(is_ent, mass, 0.0)
-        order = np.argsort(-scores, kind="stable")  # ids are sorted: ties break by id
-        top = [int(i) for i in order[: p.top_k] if scores[i] > 0]
+        top = top_positive(scores, p.top_k)
         keep = budget_cut([float(scores[i]) for i in top], p.budget)
         chosen = top[:keep]
         nodes = {nd.id: nd for nd in store.get_nodes(state.group, [ids[i] for i in chosen])}

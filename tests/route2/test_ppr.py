@@ -20,6 +20,7 @@ from graphroute.plugins.expanders.graph import (
     direct_pagerank,
     personalized_pagerank,
     settle_ties,
+    top_positive,
     transition_matrix,
     typed_graph,
 )
@@ -421,3 +422,15 @@ def test_route2_graph_stores_its_co_occurrence_cliques_as_a_product(store: Graph
     assert a.iterations == b.iterations
     np.testing.assert_array_equal(np.argsort(-settle_ties(a.scores), kind="stable"), np.argsort(-settle_ties(b.scores), kind="stable"))
     assert np.abs(a.scores - b.scores).sum() < 1e-13
+
+
+@given(
+    hs.lists(hs.sampled_from([0.0, 0.1, 0.25, 0.5, 0.75, 1.0]), min_size=0, max_size=60),
+    hs.integers(min_value=1, max_value=20),
+)
+def test_top_positive_matches_a_stable_sort(scores: list[float], k: int) -> None:
+    """Few distinct values, so most draws tie at the boundary: the partition must keep the
+    lower index among equal scores, as the full stable sort does, and never rank a zero."""
+    s = np.asarray(scores, dtype=np.float64)
+    expected = [int(i) for i in np.argsort(-s, kind="stable")[:k] if s[i] > 0]
+    assert top_positive(s, k) == expected
