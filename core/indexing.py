@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import resources
@@ -414,6 +414,11 @@ class Indexer:
         interrupted = bool(old_fp.get("pending"))
         documents: dict[str, dict[str, Any]] = dict(self.store.get_meta(self.group, DOCUMENTS_META) or {})
 
+        def run_meta(docs: Mapping[str, Any]) -> dict[str, Any]:
+            """The meta every write of this run carries: the documents record as it stands
+            and the fingerprint marked pending until the index steps have run."""
+            return {DOCUMENTS_META: docs, FINGERPRINT_META: pending_fp}
+
         # ---- load
         files, report.failed = collect_files([Path(p) for p in paths])
         loaders = self._loaders()
@@ -506,24 +511,24 @@ class Indexer:
                             documents[sk.doc_id] = entry
                             self.store.write(
                                 self.group, sk.nodes, sk.edges, vecs[sk.doc_id],
-                                replace_doc=sk.doc_id, meta={DOCUMENTS_META: documents, FINGERPRINT_META: pending_fp},
+                                replace_doc=sk.doc_id, meta=run_meta(documents),
                             )
                     if fresh_nodes:
                         mats = {sp: (ids, np.concatenate(ms)) for sp, (ids, ms) in fresh_vecs.items()}
                         fresh.append((DocumentBatch(fresh_nodes, fresh_edges, mats), entries))
                 if self.store.write_concurrency > 1 and len(fresh) > 1:
                     in_flight = {did: {**e, "hash": None} for _, entries in fresh for did, e in entries.items()}
-                    self.store.write(self.group, meta={DOCUMENTS_META: {**documents, **in_flight}, FINGERPRINT_META: pending_fp})
+                    self.store.write(self.group, meta=run_meta({**documents, **in_flight}))
                     self.store.write_batches(self.group, [b for b, _ in fresh])
                     for _, entries in fresh:
                         documents.update(entries)
-                    self.store.write(self.group, meta={DOCUMENTS_META: documents, FINGERPRINT_META: pending_fp})
+                    self.store.write(self.group, meta=run_meta(documents))
                     return
                 for b, entries in fresh:
                     documents.update(entries)
                     self.store.write(
                         self.group, b.nodes, b.edges, b.vectors,
-                        meta={DOCUMENTS_META: documents, FINGERPRINT_META: pending_fp},
+                        meta=run_meta(documents),
                     )
 
             with _phase_bars(("parse", "embed", "write"), len(loaded)) as bars:
@@ -565,7 +570,7 @@ class Indexer:
 
         for did in to_remove:
             documents.pop(did, None)
-            self.store.write(self.group, replace_doc=did, meta={DOCUMENTS_META: documents, FINGERPRINT_META: pending_fp})
+            self.store.write(self.group, replace_doc=did, meta=run_meta(documents))
         report.removed = len(to_remove)
 
         # ---- index steps
