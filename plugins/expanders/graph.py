@@ -113,15 +113,19 @@ def co_mention_form(
     the last bits (``/tmp/exp/lr_full.py``: L1 difference <= 2.5e-16).
 
     The form is used only when it stores at most three quarters of ``A``'s non-zeros, the
-    extra products costing a pass over the vector each; a chunk naming many entities makes
-    ``M M^T`` large, so its size is checked before the product is formed."""
+    extra products costing a pass over the vector each. Before that, forming ``M M^T`` is
+    only tried when the chunks' pair instances (sum of k(k-1)) are no more than ``A``'s
+    entries, so the attempt never holds more than another copy of ``A``. Past that, pairs
+    recur across chunks, and a recurring pair is a remainder entry (its edge has one weight,
+    the product counts it once per chunk): the 10k synthetic corpus has 597,668 pair
+    instances for 384,062 entries and its form would store 81%; MuSiQue 459,638 for 572,262."""
     n_full = adjacency.nnz
     if weight <= 0 or not mentions.nnz or not n_full:
         return None
     pattern = mentions.tocsr(copy=True)
     pattern.data[:] = 1.0
-    per_chunk = np.diff(pattern.tocsc().indptr)
-    if float(np.square(per_chunk, dtype=np.float64).sum()) > 2.0 * n_full:
+    per_chunk = np.diff(pattern.tocsc().indptr).astype(np.float64)
+    if float((per_chunk * (per_chunk - 1.0)).sum()) > n_full:
         return None
     pairs = (pattern @ pattern.T).tocsr()
     counts = pairs.diagonal()
