@@ -123,6 +123,7 @@ def co_mention_form(
     if weight <= 0 or not mentions.nnz or not n_full:
         return None
     pattern = mentions.tocsr(copy=True)
+    pattern.eliminate_zeros()  # rows masked out by a zero scale are not mentions
     pattern.data[:] = 1.0
     per_chunk = np.diff(pattern.tocsc().indptr).astype(np.float64)
     if float((per_chunk * (per_chunk - 1.0)).sum()) > n_full:
@@ -153,9 +154,10 @@ class TypedGraph:
     transition: sp.csr_matrix
     dangling: np.ndarray  # bool per node: no edges
     is_entity: np.ndarray  # bool per node
-    # 0/1 node x chunk incidence of the chunks' MENTIONS and the weight of the co-occurrence
-    # edges they imply (:func:`co_mention_form`); None when the graph has no such cliques
-    co_mentions: sp.csr_matrix | None = None
+    # bool per node: a TextChunk, whose MENTIONS edges (the adjacency's entity x chunk
+    # entries) imply its entities' co-occurrence edges of weight ``co_weight``
+    # (:func:`co_mention_form`); None when the graph was built without that knowledge
+    is_chunk: np.ndarray | None = None
     co_weight: float = 0.0
     _factors: dict[float, spla.SuperLU] = field(default_factory=dict, compare=False, repr=False)
     _factor_lock: threading.Lock = field(default_factory=threading.Lock, compare=False, repr=False)
@@ -172,8 +174,11 @@ class TypedGraph:
         deg = np.asarray(self.adjacency.sum(axis=0)).ravel()
         root = np.sqrt(deg)
         inv_root = np.divide(1.0, root, out=np.zeros_like(root), where=root > 0)
-        if self.co_mentions is not None:
-            split = co_mention_form(self.adjacency, self.co_mentions, self.co_weight, inv_root)
+        if self.is_chunk is not None and self.is_chunk.any() and self.co_weight > 0:
+            # the chunks' MENTIONS are the adjacency's entity x chunk entries: read them there
+            # on first use rather than at build time, so a graph solved by LU never pays
+            mentions = (sp.diags(self.is_entity.astype(np.float64)) @ self.adjacency[:, self.is_chunk]).tocsr()
+            split = co_mention_form(self.adjacency, mentions, self.co_weight, inv_root)
             if split is not None:
                 sparse, low = split
                 return SymmetricForm(sparse, low, low.T.tocsr(), root, inv_root)
@@ -292,31 +297,8 @@ def _build_typed_graph(store: GraphStore, group: str, weights: PathWeights) -> T
         adj = sp.csr_matrix((0, 0), dtype=np.float64)
     trans, dangling = transition_matrix(adj)
     is_ent = np.fromiter((is_entity_id(x) for x in ids_sorted), dtype=bool, count=n)
-    co_mentions = _chunk_incidence(store, group, index, chunks) if weights.entity and n else None
-    return TypedGraph(ids_sorted, index, adj, trans, dangling, is_ent, co_mentions, weights.entity)
-
-
-def _chunk_incidence(
-    store: GraphStore, group: str, index: Mapping[str, int], chunks: frozenset[str]
-) -> sp.csr_matrix | None:
-    """0/1 matrix of graph node x chunk: which entities each chunk MENTIONS (the cliques the
-    co-occurrence edges come from, :func:`co_mention_form`). None without such mentions."""
-    r, c, _, ids = _view_parts(store, group, EdgeType.MENTIONS)
-    if not len(r) or not chunks:
-        return None
-    ri, ci = ids[r], ids[c]
-    keep = np.fromiter(
-        (a in chunks and is_entity_id(b) and b in index for a, b in zip(ri, ci, strict=True)), dtype=bool, count=len(r)
-    )
-    if not keep.any():
-        return None
-    chunk_ids = sorted(set(ri[keep].tolist()))
-    column = {x: j for j, x in enumerate(chunk_ids)}
-    rows = np.fromiter((index[b] for b in ci[keep]), dtype=np.int64, count=int(keep.sum()))
-    cols = np.fromiter((column[a] for a in ri[keep]), dtype=np.int64, count=int(keep.sum()))
-    out = sp.coo_matrix((np.ones(len(rows)), (rows, cols)), shape=(len(index), len(chunk_ids))).tocsr()
-    out.data[:] = 1.0  # a pair exported twice still counts once
-    return out
+    is_chunk = np.fromiter((x in chunks for x in ids_sorted), dtype=bool, count=n)
+    return TypedGraph(ids_sorted, index, adj, trans, dangling, is_ent, is_chunk, weights.entity)
 
 
 # --------------------------------------------------------------------------- PPR

@@ -328,7 +328,8 @@ def test_node_mass_top_matches_a_full_sort(scores: list[float], k: int, seed: in
 def _clique_graph(seed: int, linked: float, extra_edges: int, weight: float) -> tuple[sp.csr_matrix, sp.csr_matrix]:
     """Entities 0..59 and chunks 60..74: each chunk mentions 8-12 entities; the chunks picked
     with probability ``linked`` link their entities pairwise (CO_OCCURS, ``weight``, once per
-    pair however many chunks share it), plus mention edges and random other edges. Returns
+    pair however many chunks share it), plus mention edges and random other edges (none
+    between an entity and a chunk). Returns
     (adjacency, node x chunk incidence)."""
     rng = np.random.default_rng(seed)
     ents, chunks = 60, 15
@@ -347,6 +348,8 @@ def _clique_graph(seed: int, linked: float, extra_edges: int, weight: float) -> 
                         adj[a, b] = weight
     for _ in range(extra_edges):
         a, b = rng.choice(n, 2, replace=False)
+        if (a < ents) != (b < ents):
+            continue  # as in the index, only MENTIONS link an entity and a chunk
         w = float(rng.random()) + 0.1
         adj[a, b] += w
         adj[b, a] += w
@@ -365,9 +368,12 @@ def test_co_mention_form_is_the_same_matrix(seed: int, weight: float, linked: fl
     index = {x: i for i, x in enumerate(ids)}
     is_ent = np.arange(adj.shape[0]) < 60
     plain = TypedGraph(ids, index, adj, trans, dangling, is_ent)
-    split = TypedGraph(ids, index, adj, trans, dangling, is_ent, inc, weight)
+    split = TypedGraph(ids, index, adj, trans, dangling, is_ent, ~is_ent, weight)
     form = split.symmetric
     assert form.low is not None or linked < 1.0  # every chunk linked: the product pays
+    # the graph reads the chunks' mentions off its own entity x chunk entries: the same
+    # decision as with the true incidence
+    assert (form.low is None) == (co_mention_form(adj, inc, weight, form.inv_root) is None)
     dense = (sp.diags(form.inv_root) @ adj @ sp.diags(form.inv_root)).toarray()
     v = np.random.default_rng(seed).random(adj.shape[0])
     np.testing.assert_allclose(form.times(v), dense @ v, atol=1e-12)
