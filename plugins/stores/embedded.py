@@ -55,6 +55,7 @@ from graphroute.core.store import (
     dump_props,
     load_props,
 )
+from graphroute.core.topk import ranked_top
 from pydantic import Field
 
 DB_FILE = "graph.sqlite"
@@ -602,18 +603,11 @@ class EmbeddedStore(GraphStore):
         else:
             rows = None
             scores = _dot_rows(sp.matrix, q)
-        n = scores.shape[0]
-        if k < n:
-            top = np.argpartition(-scores, k - 1)[:k]
-        else:
-            top = np.arange(n)
-        # Best first; ties broken by id so results are deterministic.
-        order = sorted(top.tolist(), key=lambda j: (-float(scores[j]), j))
-        out = []
-        for j in order:
-            row = int(rows[j]) if rows is not None else j
-            out.append((sp.ids[row], float(scores[j])))
-        return out
+        # best first, equal scores by row (the space's rows are in id order), so the hits do
+        # not depend on the write order or on how the partition fell
+        order = ranked_top(scores, np.arange(scores.shape[0]), k)
+        picked = rows[order] if rows is not None else order
+        return list(zip([sp.ids[r] for r in picked.tolist()], scores[order].tolist(), strict=True))
 
     def get_vectors(self, group: str, space: str, ids: Sequence[str]) -> np.ndarray:
         found: dict[str, bytes] = {}
