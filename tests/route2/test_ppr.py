@@ -8,6 +8,7 @@ import scipy.sparse as sp
 from graphroute.core.models import Edge, EdgeType, Label, Node, ScoredNode, Seed
 from graphroute.core.stage import QueryState
 from graphroute.core.store import GraphStore
+from graphroute.plugins.expanders import graph as graph_module
 from graphroute.plugins.expanders.graph import (
     PPR,
     EntityChunks,
@@ -19,6 +20,7 @@ from graphroute.plugins.expanders.graph import (
     co_mention_form,
     direct_pagerank,
     personalized_pagerank,
+    row_blocks,
     settle_ties,
     top_positive,
     transition_matrix,
@@ -99,6 +101,33 @@ def test_cg_error_stays_within_its_certified_bound(seed: int, tol: float) -> Non
     power = personalized_pagerank(g.transition, teleport, damping=0.85, dangling=g.dangling, tol=tol)
     assert cg.converged and np.abs(cg.scores - exact).sum() <= tol
     assert cg.iterations < power.iterations
+
+
+@given(hs.integers(min_value=0, max_value=2**16), hs.integers(min_value=1, max_value=3000))
+@settings(max_examples=30, deadline=None)
+def test_a_large_graph_multiplies_in_two_row_blocks_to_the_same_bits(seed: int, threshold: int) -> None:
+    """Above ``PARALLEL_NNZ`` the symmetric form's sparse part is two row blocks multiplied
+    on two threads; each row is summed as before, so CG takes the same passes to the same
+    scores, to the last bit, as on one block."""
+    g = _random_graph(120, 600, seed)
+    teleport = np.zeros(len(g.ids))
+    teleport[[seed % 117, (seed // 7) % 117]] = 1.0
+    one = cg_pagerank(g, teleport, damping=0.85)
+    assert len(g.symmetric.sparse) == 1
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(graph_module, "PARALLEL_NNZ", threshold)
+        blocks = row_blocks(g.adjacency)
+        split = TypedGraph(g.ids, g.index, g.adjacency, g.transition, g.dangling, g.is_entity)
+        form = split.symmetric
+    large = g.adjacency.nnz >= threshold
+    assert len(form.sparse) == len(blocks) == (2 if large else 1)
+    assert sum(b.shape[0] for b in blocks) == len(g.ids) and sum(b.nnz for b in blocks) == g.adjacency.nnz
+    if large:  # cut by non-zeros, not rows: each block holds about half
+        assert max(b.nnz for b in blocks) <= g.adjacency.nnz // 2 + int(np.diff(g.adjacency.indptr).max())
+    v = np.random.default_rng(seed).random(len(g.ids))
+    assert np.array_equal(form.times(v), g.symmetric.times(v))
+    two = cg_pagerank(split, teleport, damping=0.85)
+    assert two.iterations == one.iterations and np.array_equal(two.scores, one.scores)
 
 
 def test_cg_reports_when_it_runs_out_of_iterations() -> None:
