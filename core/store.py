@@ -254,7 +254,8 @@ class GraphStore(ABC):
         *,
         restrict_to: Collection[str] | None = None,
     ) -> list[tuple[str, float]]:
-        """Top-k (id, cosine) in the group's space, best first; exactly k when the space
+        """Top-k (id, cosine) in the group's space, best first and equal scores by id (so a
+        tie at the k-th place does not depend on write order); exactly k when the space
         holds at least k vectors, however large other groups are."""
 
     @abstractmethod

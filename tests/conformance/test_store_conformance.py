@@ -196,6 +196,32 @@ def test_vector_search_small_group_next_to_large_one(store: GraphStore, make_gro
     assert len(store.vector_search(big, VectorSpace.CHUNK, q, 50)) == 50
 
 
+
+def test_vector_search_ranks_equal_scores_by_id(store: GraphStore, group: str) -> None:
+    """Duplicated passages score exactly alike; which of them a route sees (Route 5 takes
+    1,000 chunk hits) must not depend on the order the vectors were written in or on how
+    the top k was cut: equal scores go by id, at the k-th place too."""
+    rng = np.random.default_rng(3)
+    ids = [f"c{n:03d}" for n in range(120)]
+    vectors = np.repeat(unit(rng, 40), 3, axis=0)  # every vector three times
+    order = rng.permutation(len(ids))  # written in a shuffled order
+    store.write(group, [Node(id=ids[i], label=Label.CHUNK, group=group) for i in order],
+                vectors={VectorSpace.CHUNK: ([ids[i] for i in order], vectors[order])})
+    for k in (1, 5, 31, 120, 500):
+        q = unit(rng, 1)[0]
+        scores = vectors @ q
+        expect = sorted(range(len(ids)), key=lambda j: (-float(scores[j]), ids[j]))[:k]
+        got = store.vector_search(group, VectorSpace.CHUNK, q, k)
+        assert [i for i, _ in got] == [ids[j] for j in expect]
+        np.testing.assert_allclose([s for _, s in got], scores[expect], atol=1e-4)
+        assert all(isinstance(s, float) for _, s in got)
+    allowed = ids[5::4]  # restricted: the same order among the allowed ids
+    q = vectors[7]
+    scores = vectors @ q
+    expect = sorted((ids.index(a) for a in allowed), key=lambda j: (-float(scores[j]), ids[j]))[:6]
+    got = store.vector_search(group, VectorSpace.CHUNK, q, 6, restrict_to=allowed)
+    assert [i for i, _ in got] == [ids[j] for j in expect]
+
 # --------------------------------------------------------------------------- deletes
 
 
