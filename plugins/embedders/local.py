@@ -47,8 +47,26 @@ def load_model(path: str) -> Any:
             from sentence_transformers import SentenceTransformer
 
             model = SentenceTransformer(path, device="cpu")
+            model.eval()  # once here: encode() would walk the module tree again on every call
             _MODELS[path] = model
         return model
+
+
+def encode_batch(model: Any, texts: Sequence[str]) -> np.ndarray:
+    """Unit vectors of ``texts`` from one forward pass of a CPU model loaded by ``load_model``.
+
+    Why not ``model.encode``: per call it puts every module in eval mode, looks the device up
+    through the parameters, checks its keyword arguments and sorts the inputs, ~1-2 ms that a
+    one-question query pays in full (all-MiniLM-L6-v2, MuSiQue questions: 14.56 / 16.0 / 11.94
+    -> 12.56 / 13.42 / 10.9 ms p50). The steps kept are encode's own for one batch (tokenise,
+    forward, L2-normalise), so the vectors are the same.
+    """
+    import torch
+
+    with torch.inference_mode():
+        features = model.preprocess(list(texts))
+        vectors = model(features)["sentence_embedding"]
+        return torch.nn.functional.normalize(vectors, p=2, dim=1).numpy()
 
 
 class LocalEmbedder(Embedder):
@@ -95,10 +113,7 @@ class LocalEmbedder(Embedder):
         out = np.empty((len(texts), self.dimension), dtype=np.float32)
         batches = token_batches(model, texts, self.params.batch_size, self.params.max_batch_tokens)
         for rows in batches:
-            out[rows] = model.encode(
-                [texts[i] for i in rows], batch_size=len(rows), convert_to_numpy=True,
-                normalize_embeddings=True, show_progress_bar=False,
-            )
+            out[rows] = encode_batch(model, [texts[i] for i in rows])
             if len(batches) > 1:
                 release_free_memory()
         return out

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 from graphroute.plugins.embedders.local import (
     LocalEmbedder,
+    encode_batch,
     load_model,
     packaged_model_path,
     token_batches,
@@ -48,3 +49,22 @@ def test_same_vectors_as_one_encode_call() -> None:
     assert budgeted.dtype == np.float32 and budgeted.shape == ref.shape
     assert float(np.abs(budgeted - ref).max()) < 1e-5
     assert float(np.abs(plain - ref).max()) < 1e-5
+
+
+def test_one_forward_pass_gives_encodes_vectors_to_the_bit() -> None:
+    """``encode_batch`` skips ``encode``'s per-call bookkeeping, not any of its arithmetic:
+    a question alone and a budgeted batch come out bit-equal to ``encode`` on the same rows."""
+    model = load_model(packaged_model_path())
+    texts = _texts()
+
+    def reference(rows: list[str]) -> np.ndarray:
+        return model.encode(rows, batch_size=len(rows), convert_to_numpy=True, normalize_embeddings=True, show_progress_bar=False)
+
+    question = ["Who founded the harbour guild of Velmar?"]
+    assert np.array_equal(encode_batch(model, question), reference(question))
+    for rows in token_batches(model, texts, batch_size=16, max_tokens=256):
+        batch = [texts[i] for i in rows]
+        got = encode_batch(model, batch)
+        assert got.dtype == np.float32
+        assert np.array_equal(got, reference(batch))
+        assert np.allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-6)
