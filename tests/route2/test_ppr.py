@@ -10,6 +10,7 @@ from graphroute.core.stage import QueryState
 from graphroute.core.store import GraphStore
 from graphroute.plugins.expanders import graph as graph_module
 from graphroute.plugins.expanders.graph import (
+    _FACTORS_KEPT,
     PPR,
     EntityChunks,
     NodeMass,
@@ -149,6 +150,20 @@ def test_factors_are_made_once_per_damping() -> None:
     assert not made and np.array_equal(first, again)
     other, made = direct_pagerank(g, teleport, damping=0.5)
     assert made and other[5] > first[5]  # more teleport keeps more mass on the seed
+
+
+def test_the_factors_used_last_are_the_ones_kept() -> None:
+    """A busy damping survives newer ones: the least recently used factors go first."""
+    g = _random_graph(40, 90, 3)
+    teleport = np.zeros(40)
+    teleport[5] = 1.0
+    kept = [0.5 + 0.05 * i for i in range(_FACTORS_KEPT)]
+    for d in kept:
+        assert direct_pagerank(g, teleport, damping=d)[1]
+    assert not direct_pagerank(g, teleport, damping=kept[0])[1]  # used again: now the newest
+    assert direct_pagerank(g, teleport, damping=0.95)[1]  # one too many: kept[1] goes
+    assert not direct_pagerank(g, teleport, damping=kept[0])[1]
+    assert direct_pagerank(g, teleport, damping=kept[1])[1]
 
 
 def test_settle_ties_makes_rounding_level_differences_exact_ties() -> None:
