@@ -47,7 +47,8 @@ def load_model(path: str) -> Any:
             from sentence_transformers import SentenceTransformer
 
             model = SentenceTransformer(path, device="cpu")
-            model.eval()  # once here: encode() would walk the module tree again on every call
+            # once here, not per call as encode() does: encode_batch relies on it (no dropout)
+            model.eval()
             _MODELS[path] = model
         return model
 

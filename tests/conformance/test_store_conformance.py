@@ -196,7 +196,6 @@ def test_vector_search_small_group_next_to_large_one(store: GraphStore, make_gro
     assert len(store.vector_search(big, VectorSpace.CHUNK, q, 50)) == 50
 
 
-
 def test_vector_search_ranks_equal_scores_by_id(store: GraphStore, group: str) -> None:
     """Duplicated passages score exactly alike; which of them a route sees (Route 5 takes
     1,000 chunk hits) must not depend on the order the vectors were written in or on how
@@ -221,6 +220,7 @@ def test_vector_search_ranks_equal_scores_by_id(store: GraphStore, group: str) -
     expect = sorted((ids.index(a) for a in allowed), key=lambda j: (-float(scores[j]), ids[j]))[:6]
     got = store.vector_search(group, VectorSpace.CHUNK, q, 6, restrict_to=allowed)
     assert [i for i, _ in got] == [ids[j] for j in expect]
+
 
 # --------------------------------------------------------------------------- deletes
 
