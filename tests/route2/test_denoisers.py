@@ -15,9 +15,12 @@ from graphroute.plugins.denoisers.route2 import (
     allocate,
     find_score_gap,
     jaccard,
+    near_duplicate,
     target_community,
     word_set,
 )
+from hypothesis import given
+from hypothesis import strategies as hs
 
 
 def ctx() -> StageContext:
@@ -181,6 +184,24 @@ def test_score_weighted_trims_per_entity() -> None:
 def test_jaccard_on_word_sets() -> None:
     assert word_set("The Fee: 5%!") == frozenset({"the", "fee", "5"})
     assert jaccard(word_set("a b c d"), word_set("a b c e")) == pytest.approx(3 / 5)
+
+
+@given(
+    hs.frozensets(hs.integers(0, 40), max_size=40),
+    hs.frozensets(hs.integers(0, 40), max_size=40),
+    hs.sampled_from([0.01, 0.5, 0.8, 0.92, 0.95, 1.0]) | hs.floats(0.001, 1.0),
+)
+def test_the_size_bound_never_changes_the_verdict(a: frozenset[int], b: frozenset[int], threshold: float) -> None:
+    wa, wb = frozenset(f"w{i}" for i in a), frozenset(f"w{i}" for i in b)
+    assert near_duplicate(wa, wb, threshold) == (jaccard(wa, wb) >= threshold)
+
+
+def test_sets_of_the_same_size_at_the_threshold_are_near_duplicates() -> None:
+    # 23 / 25 = 0.92 exactly: the size bound (24 / 24 = 1) must let the Jaccard decide
+    a = frozenset(f"w{i}" for i in range(24))
+    b = frozenset(f"w{i}" for i in range(1, 25))
+    assert jaccard(a, b) == 23 / 25
+    assert near_duplicate(a, b, 23 / 25) and not near_duplicate(a, b, 0.93)
 
 
 def test_semantic_dedup_threshold_and_greedy_by_score() -> None:
