@@ -42,12 +42,15 @@ _ABBREV = frozenset(
 )
 
 
-def sentence_spans(text: str) -> list[tuple[int, int]]:
+@lru_cache(maxsize=1 << 14)
+def sentence_spans(text: str) -> tuple[tuple[int, int], ...]:
     """(start, end) spans of the sentences of ``text``: a light regex splitter.
 
     It does not split after common abbreviations (``Ltd.``, ``Dr.``, ``P.O.``) or single
     initials (``J. Smith``); good enough for picking answer sentences, which is all the
-    extractive synthesizer needs (index-time segmentation uses spaCy).
+    extractive synthesizer needs (index-time segmentation uses spaCy). Memoised with the
+    word functions below, for the same reason: the same passages come back question after
+    question.
     """
     spans: list[tuple[int, int]] = []
     start = 0
@@ -67,7 +70,7 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
     if seg.strip():
         s = start + (len(seg) - len(seg.lstrip()))
         spans.append((s, start + len(seg.rstrip())))
-    return spans
+    return tuple(spans)
 
 
 # Both are memoised: the extractive synthesizer scores every sentence of the context against
