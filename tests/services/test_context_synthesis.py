@@ -7,11 +7,15 @@ from typing import Any
 
 import pytest
 from graphroute.core.models import Evidence
+from hypothesis import given
+from hypothesis import strategies as st
 from graphroute.core.runner import NOT_FOUND
 from graphroute.core.stage import QueryState, StageContext
 from graphroute.plugins.denoisers.context import (
     TokenBudget,
     approx_tokens,
+    block_tokens,
+    format_block,
     strip_internal_tags,
 )
 from graphroute.plugins.synthesizers.builtin import (
@@ -60,6 +64,18 @@ def test_approx_tokens_counts_words_and_punctuation() -> None:
     assert approx_tokens("") == 0
     assert approx_tokens("Hello, world!") == 4
     assert approx_tokens("a " * 50) == 50
+
+
+@given(
+    text=st.text(min_size=1),
+    document=st.text(),
+    section=st.text(),
+    page=st.none() | st.integers(0, 10_000),
+    n=st.integers(1, 10_000),
+)
+def test_a_blocks_tokens_are_its_parts_counted_apart(text: str, document: str, section: str, page: int | None, n: int) -> None:
+    ev = _ev(1, text, 0.5, document=document, section_path=section, page=page)
+    assert block_tokens(text, ev) == approx_tokens(format_block(n, text, ev))
 
 
 def test_token_budget_orders_numbers_and_strips() -> None:
