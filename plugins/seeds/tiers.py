@@ -319,10 +319,12 @@ class PassageSeeds(Stage):
         hits = ctx.services.store.vector_search(state.group, "chunk", ctx.query_vector(state.question), p.top_k)
         kept = [(c, float(s)) for c, s in hits if s >= p.min_score and s > 0]
         if p.normalize == "minmax" and kept:
-            lo, hi = min(s for _, s in kept), max(s for _, s in kept)
-            kept = [(c, (s - lo) / (hi - lo) if hi > lo else 1.0) for c, s in kept]
-            kept = [(c, s) for c, s in kept if s > 0]
-        state.seeds.extend(Seed(name=c, node_id=c, weight=s, tier=PASSAGE_TIER, strategy="chunk_vector") for c, s in kept)
+            scores = [s for _, s in kept]
+            lo, hi = min(scores), max(scores)
+            # the lowest hit scales to 0 and drops out; all equal: every hit weighs 1
+            kept = [(c, (s - lo) / (hi - lo)) for c, s in kept if s > lo] if hi > lo else [(c, 1.0) for c, _ in kept]
+        # positional: ~1,000 seeds a question, and keyword arguments double a slotted init's cost
+        state.seeds.extend([Seed(c, c, s, PASSAGE_TIER, "chunk_vector") for c, s in kept])
         ctx.stats.update({"hits": len(hits), "seeds": len(kept), "top": [{"chunk": c, "score": round(s, 4)} for c, s in kept[:5]]})
 
 
@@ -559,11 +561,11 @@ def unify(seeds: Sequence[Seed], weights: Mapping[str, float]) -> list[Seed]:
     z = sum(total.values())
     if z <= 0:
         return []
-    # one seed per node
-    out = [
-        Seed(name=best[n][1].name, node_id=n, weight=v / z, tier=best[n][1].tier, strategy=best[n][1].strategy)
-        for n, v in total.items()
-    ]
+    # one seed per node, named after its largest contribution (positional: ~1,100 a question)
+    out = []
+    for n, v in total.items():
+        top = best[n][1]
+        out.append(Seed(top.name, n, v / z, top.tier, top.strategy))
     out.sort(key=lambda s: (-s.weight, s.node_id or ""))
     return out
 
@@ -622,11 +624,15 @@ class UnifiedSeeds(Stage):
             state.seeds = with_specificity(ctx.services.store, state.group, state.seeds)
         nominal_src = state.tier_weights or {"w1": p.w1, "w2": p.w2, "w3": p.w3}
         nominal = {t: float(nominal_src.get(TIER_KEYS[t], 0.0)) for t in TIERS}
-        present = {t: any(s.tier == t and s.node_id and s.weight > 0 for s in state.seeds) for t in TIERS}
+        resolved: dict[str, list[Seed]] = defaultdict(list)  # tier -> its seeds with a node
+        for s in state.seeds:
+            if s.node_id:
+                resolved[s.tier].append(s)
+        present = {t: any(s.weight > 0 for s in resolved[t]) for t in TIERS}
         eff = redistribute(nominal, present) if p.redistribute else dict(nominal)
         tiers_report: dict[str, Any] = {}
         for t in TIERS:
-            items = [s for s in state.seeds if s.tier == t and s.node_id]
+            items = resolved[t]
             mass = sum(s.weight for s in items) or 1.0
             tiers_report[t] = {
                 "nominal": round(nominal[t], 4),
@@ -634,7 +640,7 @@ class UnifiedSeeds(Stage):
                 "seeds": [{"name": s.name, "node": s.node_id, "weight": round(s.weight / mass, 4)} for s in items[:15]],
                 "count": len(items),
             }
-        passage = [s for s in state.seeds if s.tier == PASSAGE_TIER and s.node_id and s.weight > 0]
+        passage = [s for s in resolved[PASSAGE_TIER] if s.weight > 0]
         passage_report: dict[str, Any] | None = None  # reported apart: "tiers" stays the reference's three
         if passage or p.w_passage:
             mass = sum(s.weight for s in passage) or 1.0
