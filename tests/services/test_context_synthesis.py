@@ -7,8 +7,6 @@ from typing import Any
 
 import pytest
 from graphroute.core.models import Evidence
-from hypothesis import given
-from hypothesis import strategies as st
 from graphroute.core.runner import NOT_FOUND
 from graphroute.core.stage import QueryState, StageContext
 from graphroute.plugins.denoisers.context import (
@@ -23,6 +21,8 @@ from graphroute.plugins.synthesizers.builtin import (
     NegativeDetection,
     sentence_spans,
 )
+from hypothesis import given
+from hypothesis import strategies as st
 
 
 def _ctx() -> StageContext:
