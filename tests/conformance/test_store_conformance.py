@@ -169,6 +169,32 @@ def test_vector_search_is_exact(store: GraphStore, group: str) -> None:
     np.testing.assert_allclose(all_mat[all_ids.index("v077")], mat[77], atol=1e-6)
 
 
+def test_the_same_vector_searched_again_sees_other_vectors_and_writes(store: GraphStore, group: str) -> None:
+    """Stages of one question search a space with the same vector (Route 5's structural
+    seeds take 30 sentences, its vector anchors 10): each search answers for its own k, a
+    different vector in between gets its own hits, and a write in between is seen."""
+    rng = np.random.default_rng(11)
+    ids = [f"r{i:03d}" for i in range(80)]
+    mat = unit(rng, len(ids))
+    store.write(group, [Node(id=i, label=Label.SENTENCE, group=group) for i in ids],
+                vectors={VectorSpace.SENTENCE: (ids, mat)})
+    q1, q2 = unit(rng, 2)
+
+    def expect(m: np.ndarray, names: list[str], q: np.ndarray, k: int) -> list[str]:
+        return [names[j] for j in np.argsort(-(m @ q), kind="stable")[:k]]
+
+    top30 = store.vector_search(group, VectorSpace.SENTENCE, q1, 30)
+    assert [i for i, _ in top30] == expect(mat, ids, q1, 30)
+    assert store.vector_search(group, VectorSpace.SENTENCE, q1, 10) == top30[:10]
+    assert [i for i, _ in store.vector_search(group, VectorSpace.SENTENCE, q2, 10)] == expect(mat, ids, q2, 10)
+    assert store.vector_search(group, VectorSpace.SENTENCE, q1, 5) == top30[:5]
+    # a new sentence that is q1 itself: the next search of q1 must rank it first
+    store.write(group, [Node(id="r999", label=Label.SENTENCE, group=group)],
+                vectors={VectorSpace.SENTENCE: (["r999"], q1[None, :])})
+    again = store.vector_search(group, VectorSpace.SENTENCE, q1, 10)
+    assert [i for i, _ in again] == ["r999", *[i for i, _ in top30[:9]]]
+
+
 def test_vector_search_small_group_next_to_large_one(store: GraphStore, make_group: MakeGroup) -> None:
     """A 3-vector group returns its 3 hits although a 2,000-vector group sits right next to
     the query in the same space; k=5 on a 10-vector group returns 5 of that group only."""
