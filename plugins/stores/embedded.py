@@ -135,8 +135,9 @@ class _Space:
     matrix: np.ndarray  # normalised rows, float32
     # the last whole-space search: (query bytes, scores of every row). Stages of one question
     # search the same space with the same vector (Route 5's structural seeds and vector
-    # anchors), and the product is the search's whole cost (~0.9 ms on MuSiQue's sentences,
-    # ~10x at 100k). One tuple, replaced whole, so concurrent searches never see half of one.
+    # anchors), and the product is the search's whole cost (`timeit` of the einsum: 0.47 ms
+    # for MuSiQue's 6,580 sentences, 11.07 ms for 100,000). One tuple, replaced whole, so
+    # concurrent searches never see half of one.
     last_scores: tuple[bytes, np.ndarray] | None = None
 
     def scores(self, q: np.ndarray) -> np.ndarray:
