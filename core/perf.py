@@ -603,16 +603,21 @@ def _raw_query_embed(svc: Any, questions: Sequence[str]) -> list[float]:
     return times
 
 
-def query_suite(gr: Any, group: str, questions: Sequence[str], routes: Sequence[str]) -> dict[str, Any]:
-    """Wall latency per route and per stage; the raw query-embedding time beside them."""
+def query_suite(gr: Any, group: str, questions: Sequence[str], routes: Sequence[str],
+                phase: Callable[[str], None] = lambda _p: None) -> dict[str, Any]:
+    """Wall latency per route and per stage; the raw query-embedding time beside them.
+    ``phase`` is told which part runs next ("raw_embed", then "route:<name>"), so a
+    :class:`PhaseSampler` can give each route its own peak RSS."""
     from graphroute.core.runner import run_route
 
+    phase("raw_embed")
     svc = gr.services(group)
     _raw_query_embed(svc, questions[:2])  # load the model outside the clock
     raw = _raw_query_embed(svc, questions)
     out: dict[str, Any] = {"raw_embed_ms": summary(raw), "routes": {}}
     cache = getattr(svc, "_query_cache", None)
     for name in routes:
+        phase(f"route:{name}")
         resolved = gr.route(name)
         for q in questions[:2]:  # warm: graph export, bm25 index, caches built per store version
             run_route(resolved, q, svc)
@@ -646,10 +651,12 @@ def query_suite(gr: Any, group: str, questions: Sequence[str], routes: Sequence[
 
 def part_query(args: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"load_average_before": load_average()}
+    sampler = PhaseSampler()  # which route holds the memory, when the peak is too high
     gr = _engine(args["store"], args["group"], Path(args["cache"]))
-    res = query_suite(gr, args["group"], args["questions"], args["routes"])
+    res = query_suite(gr, args["group"], args["questions"], args["routes"], phase=sampler)
     gr.close()
     out.update(res)
+    out["rss_phases"] = sampler.finish()
     out["peak_rss_mb"] = peak_rss_mb()
     out["load_average_after"] = load_average()
     return out
