@@ -6,7 +6,9 @@ group isolation itself is tested explicitly.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
 import pytest
@@ -94,6 +96,49 @@ def test_node_of_other_group_is_rejected(store: GraphStore, group: str) -> None:
 
 
 # --------------------------------------------------------------------------- edges
+
+
+def test_a_scan_sees_the_group_as_it_was_when_it_began(store: GraphStore, group: str) -> None:
+    """iter_nodes / iter_edges may hand rows over a batch at a time (the embedded store does,
+    so a large group's scan never holds every row at once); a write that commits from
+    another thread while a scan is under way must not show in it. 2,500 sentences make
+    more rows than one batch, so the rows after the write come from later batches. One scan
+    at a time: an open scan could hold the snapshot for the other."""
+    n1, e1 = doc(group, "d1", n_sent=2_500)
+    n2, e2 = doc(group, "d2", n_sent=10)
+
+    def rewrite() -> None:
+        store.delete_document(group, "d1")
+        store.write(group, n2, e2)
+
+    def scan_during_rewrite(scan: Iterator[Any]) -> list[Any]:
+        first = next(scan)  # the scan has begun
+        writer = threading.Thread(target=rewrite)
+        writer.start()
+        writer.join()
+        assert {n.id for n in store.get_nodes(group, ["d1", "d2"])} == {"d2"}  # the write committed
+        return [first, *scan]
+
+    store.write(group, n1, e1)
+    assert edge_keys(scan_during_rewrite(store.iter_edges(group))) == edge_keys(e1)
+    store.delete_document(group, "d2")
+    store.write(group, n1, e1)
+    assert {n.id for n in scan_during_rewrite(store.iter_nodes(group))} == {n.id for n in n1}
+
+
+def test_a_scan_left_half_read_blocks_no_write_of_its_thread(store: GraphStore, group: str) -> None:
+    """A caller may stop reading a scan (an exception, a ``break`` while a traceback keeps the
+    generator alive); the thread that began it still reads the newest commits and writes."""
+    n1, e1 = doc(group, "d1", n_sent=2_500)
+    store.write(group, n1, e1)
+    scan = store.iter_edges(group)
+    next(scan)
+    writer = threading.Thread(target=lambda: store.write(group, *doc(group, "d2")))
+    writer.start()
+    writer.join()
+    store.write(group, *doc(group, "d3"))
+    assert {n.id for n in store.get_nodes(group, ["d1", "d2", "d3"])} == {"d1", "d2", "d3"}
+    assert next(scan).type in {EdgeType.HAS_SECTION, EdgeType.PART_OF, EdgeType.NEXT}  # still d1's scan
 
 
 def test_edges_of_directions_and_types(store: GraphStore, group: str) -> None:
