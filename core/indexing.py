@@ -26,6 +26,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .components import Embedder, LLMClient, LoaderError
+from .knn import normalise_in_place
 from .registry import Registry
 from .settings import Settings
 from .store import DocumentBatch, GraphStore
@@ -635,9 +636,7 @@ class Indexer:
                     by_sec.setdefault(sec, []).append(j)
                 sec_ids = list(by_sec)
                 means = np.stack([np.asarray(sv)[by_sec[s]].mean(axis=0) for s in sec_ids]).astype(np.float32)
-                norms = np.linalg.norm(means, axis=1, keepdims=True)
-                norms[norms == 0] = 1.0
-                spaces[VectorSpace.SECTION.value] = (sec_ids, means / norms)
+                spaces[VectorSpace.SECTION.value] = (sec_ids, normalise_in_place(means))
             if sk.chunk_ids:
                 spaces[VectorSpace.CHUNK.value] = (list(sk.chunk_ids), np.asarray(cv, dtype=np.float32))
             out[sk.doc_id] = spaces

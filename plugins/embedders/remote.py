@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 import numpy as np
 from graphroute.core.components import ComponentParams, Embedder
 from graphroute.core.hookspecs import hookimpl
+from graphroute.core.knn import normalise_in_place
 from graphroute.core.llm import LLMConfigError, RetryPolicy, call_with_retries
 from graphroute.core.models import VectorSpace
 from graphroute.core.store import GraphStore
@@ -90,12 +91,9 @@ def check_dimension(
 
 
 def _normalise(m: np.ndarray) -> np.ndarray:
-    m = np.asarray(m, dtype=np.float32)
-    if m.ndim == 1:
-        m = m.reshape(1, -1)
-    norms = np.linalg.norm(m, axis=1, keepdims=True)
-    norms[norms == 0] = 1.0
-    return np.ascontiguousarray(m / norms, dtype=np.float32)
+    """Unit rows (a copy, float32, C order); a single vector becomes one row."""
+    m = np.array(m, dtype=np.float32, order="C", ndmin=2)
+    return normalise_in_place(m)
 
 
 class _Usage:

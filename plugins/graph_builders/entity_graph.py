@@ -43,6 +43,7 @@ from graphroute.core.components import ComponentParams, Extraction, Extractor, I
 from graphroute.core.entities import ENTITY_ID_PREFIX, EntityTable, normalize_name
 from graphroute.core.hookspecs import hookimpl
 from graphroute.core.indexing import enter_phase, release_free_memory
+from graphroute.core.knn import normalise_in_place
 from graphroute.core.models import Edge, EdgeType, Label, Node, VectorSpace, content_hash
 from pydantic import BaseModel, Field
 
@@ -278,9 +279,7 @@ def knn_pairs(
     n = len(ids)
     if n < 2 or k <= 0:
         return []
-    m = np.asarray(matrix, dtype=np.float32)
-    norms = np.linalg.norm(m, axis=1, keepdims=True)
-    m = (m / np.where(norms == 0, 1.0, norms)).astype(np.float32)
+    m = normalise_in_place(np.array(matrix, dtype=np.float32))
     kk = min(k, n - 1)
     best: dict[tuple[int, int], float] = {}
     for start in range(0, n, block):
