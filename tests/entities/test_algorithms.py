@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from graphroute.core.components import Extraction
 from graphroute.core.models import EdgeType
+from graphroute.plugins.graph_builders import entity_graph
 from graphroute.plugins.graph_builders.entity_graph import (
     ChunkInput,
     build_entity_layer,
@@ -65,6 +67,22 @@ def test_knn_pairs_threshold_k_and_no_self_edges() -> None:
         assert 0.6 <= s <= 1.0
     # more neighbours allowed -> a superset of edges
     assert got <= {(a, b) for a, b, _ in knn_pairs(ids, m, threshold=0.6, k=3)}
+
+
+def test_knn_pairs_bounds_a_blocks_cells_without_changing_the_edges(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Many entities mean fewer rows per block (the cell bound), never other neighbours: the
+    edges with a bound of 3 rows' worth of cells equal the edges from one block of every
+    row, and every row still gets its neighbours (a block skipped would lose edges)."""
+    rng = np.random.default_rng(3)
+    centres = rng.normal(size=(6, 16))
+    m = np.concatenate([c + 0.3 * rng.normal(size=(10, 16)) for c in centres]).astype(np.float32)
+    ids = [f"e{i:02d}" for i in range(len(m))]
+    whole = knn_pairs(ids, m, threshold=0.5, k=3, block=len(ids))
+    monkeypatch.setattr(entity_graph, "_KNN_BLOCK_CELLS", 3 * len(ids))
+    bounded = knn_pairs(ids, m, threshold=0.5, k=3, block=len(ids))
+    assert [(a, b) for a, b, _ in bounded] == [(a, b) for a, b, _ in whole]
+    assert np.allclose([s for *_, s in bounded], [s for *_, s in whole], atol=2e-6)
+    assert {x for a, b, _ in bounded for x in (a, b)} == set(ids)
 
 
 def test_hubs_and_shares_only_cross_documents() -> None:
