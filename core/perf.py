@@ -112,13 +112,14 @@ def _status_kb(field_name: str) -> int | None:
 
 
 class PhaseSampler:
-    """Peak RSS of each indexing phase, from the kernel's own high-water mark.
+    """Peak RSS of each phase of a part (the indexer's phases and steps; the query suite's
+    routes), from the kernel's own high-water mark.
 
     Why not a polling thread: a kNN block or a batch of Edge objects can come and go between
     two polls. The kernel keeps the exact peak (``VmHWM``) and lets a process reset it to
     the current RSS (write ``5`` to ``/proc/self/clear_refs``, Linux >= 4.0). At each phase
-    change (:func:`graphroute.core.indexing.enter_phase`) the sampler reads the peak of the
-    phase that ends and resets it, so every phase gets its own exact peak. The reset also
+    change (:func:`graphroute.core.indexing.enter_phase`, or the query suite naming its next
+    route) the sampler reads the peak of the phase that ends and resets it, so every phase gets its own exact peak. The reset also
     lowers ``ru_maxrss``, so the process peak seen so far is kept in ``_PEAK_FLOOR_KB`` and
     :func:`peak_rss_mb` reports the maximum of both: sampling never makes the benchmark
     measure less. Where the reset is refused, the peaks are cumulative (``exact`` False).
@@ -132,7 +133,7 @@ class PhaseSampler:
     def __init__(self) -> None:
         self.exact = self._reset()
         self.phases: dict[str, dict[str, float]] = {}
-        self._current: str | None = "setup"  # until indexing announces its first phase
+        self._current: str | None = "setup"  # until the part announces its first phase
         self._entry_kb = _status_kb("VmRSS") or 0
         self._t = time.perf_counter()
 
