@@ -119,10 +119,10 @@ class PhaseSampler:
     two polls. The kernel keeps the exact peak (``VmHWM``) and lets a process reset it to
     the current RSS (write ``5`` to ``/proc/self/clear_refs``, Linux >= 4.0). At each phase
     change (:func:`graphroute.core.indexing.enter_phase`, or the query suite naming its next
-    route) the sampler reads the peak of the phase that ends and resets it, so every phase gets its own exact peak. The reset also
-    lowers ``ru_maxrss``, so the process peak seen so far is kept in ``_PEAK_FLOOR_KB`` and
-    :func:`peak_rss_mb` reports the maximum of both: sampling never makes the benchmark
-    measure less. Where the reset is refused, the peaks are cumulative (``exact`` False).
+    route) the sampler reads the peak of the phase that ends and resets it, so every phase
+    gets its own exact peak. The reset also lowers ``ru_maxrss``, so the process peak seen
+    so far is kept in ``_PEAK_FLOOR_KB`` and :func:`peak_rss_mb` reports the maximum of
+    both: sampling never makes the benchmark measure less. Where the reset is refused, the peaks are cumulative (``exact`` False).
 
     Per phase name (a phase is entered many times: parse, embed and write alternate):
     ``peak_mb`` the highest RSS inside it, ``above_entry_mb`` the most it ever rose above the
@@ -679,6 +679,7 @@ def part_write(args: dict[str, Any]) -> dict[str, Any]:
     """Batch writes of pre-computed skeletons and vectors (no model runs): sentences/s."""
     import numpy as np
     from graphroute.core.indexing import DOC_BATCH, load_index_profile
+    from graphroute.core.knn import normalise_in_place
     from graphroute.core.models import VectorSpace
     from graphroute.core.skeleton import ParseLimits, doc_id_for, skeletons
     from graphroute.core.store import DocumentBatch
@@ -712,8 +713,7 @@ def part_write(args: dict[str, Any]) -> dict[str, Any]:
     dim = 384
 
     def unit(n: int) -> np.ndarray:
-        m = rng.standard_normal((n, dim)).astype(np.float32)
-        return m / np.linalg.norm(m, axis=1, keepdims=True)
+        return normalise_in_place(rng.standard_normal((n, dim)).astype(np.float32))
 
     batches = []
     for i in range(0, len(docs), DOC_BATCH):

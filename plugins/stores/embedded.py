@@ -185,6 +185,11 @@ class EmbeddedStore(GraphStore):
             conn.executescript("BEGIN IMMEDIATE;" + _SCHEMA + "COMMIT;")
 
     # ------------------------------------------------------------------ connections
+    def _connect(self) -> sqlite3.Connection:
+        """A new connection in autocommit mode (transactions are begun explicitly), usable
+        from any thread, waiting up to the store's busy timeout for a lock."""
+        return sqlite3.connect(self._db, timeout=self._timeout, isolation_level=None, check_same_thread=False)
+
     def _conn(self) -> sqlite3.Connection:
         """One connection per thread: WAL lets each read a consistent snapshot while another
         thread or process writes."""
@@ -193,9 +198,7 @@ class EmbeddedStore(GraphStore):
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
             try:
-                conn = sqlite3.connect(
-                    self._db, timeout=self._timeout, isolation_level=None, check_same_thread=False
-                )
+                conn = self._connect()
                 enable_wal(conn, self._timeout)
                 # NORMAL by default: under WAL a commit is appended to the log without an
                 # fsync (the log is synced at checkpoints), so a commit survives the process
@@ -270,9 +273,13 @@ class EmbeddedStore(GraphStore):
         if self._closed:
             raise StoreError(f"store {self.location!r} is closed")
         try:
-            conn = sqlite3.connect(self._db, timeout=self._timeout, isolation_level=None, check_same_thread=False)
+            conn = self._connect()
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open embedded store {self._db!r}: {exc}") from exc
+        try:
             cursor = conn.execute(sql, args)  # the snapshot starts here, at the call
         except sqlite3.Error as exc:
+            conn.close()  # not left open until the collector finds it
             raise StoreError(f"cannot read embedded store {self._db!r}: {exc}") from exc
 
         def rows() -> Iterator[T]:
