@@ -225,7 +225,14 @@ class GraphStore(ABC):
     @abstractmethod
     def iter_nodes(
         self, group: str, label: str | None = None, *, doc_id: str | None = None
-    ) -> Iterator[Node]: ...
+    ) -> Iterator[Node]:
+        """Every node of the group (of ``label``, of ``doc_id``), ordered by id.
+
+        A whole-group scan: it may hand rows over a batch at a time, so a large group is
+        never held at once, but it shows the group as it was when the call was made (a write
+        that commits meanwhile does not appear), and a scan left half-read must not block
+        or stale later reads and writes of the calling thread. The conformance suite's
+        ``test_a_scan_*`` tests pin both."""
 
     @abstractmethod
     def find_nodes(self, group: str, label: str, prop: str, values: Collection[Any]) -> list[Node]:
@@ -242,7 +249,9 @@ class GraphStore(ABC):
         """Edges touching ``ids`` (as source for "out", target for "in")."""
 
     @abstractmethod
-    def iter_edges(self, group: str, types: Collection[str] | None = None) -> Iterator[Edge]: ...
+    def iter_edges(self, group: str, types: Collection[str] | None = None) -> Iterator[Edge]:
+        """Every edge of the group (of ``types``): a whole-group scan, with the same
+        guarantees as :meth:`iter_nodes`."""
 
     @abstractmethod
     def vector_search(
