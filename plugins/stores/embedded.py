@@ -57,6 +57,7 @@ from graphroute.core.store import (
     load_props,
 )
 from graphroute.core.topk import ranked_top
+from graphroute.plugins.stores.wal_checkpointer import WalCheckpointer
 from pydantic import Field
 
 DB_FILE = "graph.sqlite"
@@ -163,7 +164,14 @@ class EmbeddedStore(GraphStore):
 
     backend = "embedded"
 
-    def __init__(self, location: str, *, busy_timeout_s: float = 60.0, synchronous: str = "NORMAL") -> None:
+    def __init__(
+        self,
+        location: str,
+        *,
+        busy_timeout_s: float = 60.0,
+        synchronous: str = "NORMAL",
+        log_limit_bytes: int = 64 * 1024 * 1024,
+    ) -> None:
         self.location = location
         self.path = Path(location)
         try:
@@ -173,6 +181,7 @@ class EmbeddedStore(GraphStore):
         self._db = str(self.path / DB_FILE)
         self._timeout = busy_timeout_s
         self._synchronous = synchronous
+        self._log_limit_bytes = log_limit_bytes
         self._local = threading.local()
         self._conns: list[sqlite3.Connection] = []
         self._conns_lock = threading.Lock()
@@ -183,6 +192,9 @@ class EmbeddedStore(GraphStore):
         with self._write_lock:
             conn = self._conn()
             conn.executescript("BEGIN IMMEDIATE;" + _SCHEMA + "COMMIT;")
+            page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+        # checkpoints run beside the writer, not in its commits (see wal_checkpointer)
+        self._checkpointer = WalCheckpointer(self._connect, max(1, log_limit_bytes // page_size))
 
     # ------------------------------------------------------------------ connections
     def _connect(self) -> sqlite3.Connection:
@@ -209,6 +221,12 @@ class EmbeddedStore(GraphStore):
                 conn.execute("PRAGMA foreign_keys=OFF")
                 conn.execute("PRAGMA cache_size=-65536")  # 64 MiB page cache
                 conn.execute("PRAGMA temp_store=MEMORY")
+                # commits leave checkpoints to the store's WalCheckpointer; this connection
+                # checkpoints itself only past twice the log limit, i.e. only when that thread
+                # could not start or fall behind. A restarted log is cut back to the limit.
+                limit_pages = self._log_limit_bytes // conn.execute("PRAGMA page_size").fetchone()[0]
+                conn.execute(f"PRAGMA wal_autocheckpoint={max(1, 2 * limit_pages)}")
+                conn.execute(f"PRAGMA journal_size_limit={self._log_limit_bytes}")
             except sqlite3.Error as exc:
                 raise StoreError(f"cannot open embedded store {self._db!r}: {exc}") from exc
             self._local.conn = conn
@@ -221,6 +239,7 @@ class EmbeddedStore(GraphStore):
         """One IMMEDIATE transaction that bumps the group's version; all or nothing."""
         with self._write_lock:
             conn = self._conn()
+            self._checkpointer.wait_if_full()
             conn.execute("BEGIN IMMEDIATE")
             try:
                 yield conn
@@ -241,6 +260,7 @@ class EmbeddedStore(GraphStore):
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise
+            self._checkpointer.committed()
 
     @contextmanager
     def _snapshot(self) -> Iterator[sqlite3.Connection]:
@@ -293,6 +313,7 @@ class EmbeddedStore(GraphStore):
         return rows()
 
     def close(self) -> None:
+        self._checkpointer.close()
         with self._conns_lock:
             conns, self._conns = self._conns, []
         self._closed = True
