@@ -91,29 +91,33 @@ class WalCheckpointer:
     def _run(self) -> None:
         try:
             conn = self._connect()
-        except sqlite3.Error as exc:
-            log.warning("the WAL checkpoint thread cannot open the database: %s", exc)
+            try:
+                self._passes(conn)
+            finally:
+                conn.close()
+        except Exception:  # a writer must never wait on a thread that is gone
+            log.exception("the WAL checkpoint thread stopped; commits now checkpoint past twice the limit")
+        finally:
             with self._cond:
                 self._stopped = True
+                self._running = False
                 self._cond.notify_all()
-            return
-        try:
-            while True:
-                with self._cond:
-                    self._cond.wait_for(lambda: self._pending or self._stopped)
-                    if self._stopped:
-                        return
-                    self._pending = False
-                    self._running = True
-                try:
-                    # PASSIVE: copy what no reader still needs, never wait for a lock
-                    (_busy, log_pages, _copied), = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-                except sqlite3.Error as exc:  # disk full, I/O error: the next commit retries
-                    log.warning("WAL checkpoint failed: %s", exc)
-                    log_pages = self._log_pages
-                with self._cond:
-                    self._running = False
-                    self._log_pages = max(log_pages, 0)
-                    self._cond.notify_all()
-        finally:
-            conn.close()
+
+    def _passes(self, conn: sqlite3.Connection) -> None:
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: self._pending or self._stopped)
+                if self._stopped:
+                    return
+                self._pending = False
+                self._running = True
+            log_pages = self._log_pages
+            try:
+                # PASSIVE: copy what no reader still needs, never wait for a lock
+                ((_busy, log_pages, _copied),) = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            except sqlite3.Error as exc:  # disk full, I/O error: the next commit tries again
+                log.warning("WAL checkpoint failed: %s", exc)
+            with self._cond:
+                self._running = False
+                self._log_pages = max(log_pages, 0)
+                self._cond.notify_all()
