@@ -122,7 +122,8 @@ class PhaseSampler:
     route) the sampler reads the peak of the phase that ends and resets it, so every phase
     gets its own exact peak. The reset also lowers ``ru_maxrss``, so the process peak seen
     so far is kept in ``_PEAK_FLOOR_KB`` and :func:`peak_rss_mb` reports the maximum of
-    both: sampling never makes the benchmark measure less. Where the reset is refused, the peaks are cumulative (``exact`` False).
+    both: sampling never makes the benchmark measure less. Where the reset is refused, the
+    peaks are cumulative (``exact`` False).
 
     Per phase name (a phase is entered many times: parse, embed and write alternate):
     ``peak_mb`` the highest RSS inside it, ``above_entry_mb`` the most it ever rose above the

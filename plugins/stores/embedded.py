@@ -182,6 +182,7 @@ class EmbeddedStore(GraphStore):
         self._timeout = busy_timeout_s
         self._synchronous = synchronous
         self._log_limit_bytes = log_limit_bytes
+        self._log_limit_pages = 0  # the limit in the database's pages, read by the first _conn
         self._local = threading.local()
         self._conns: list[sqlite3.Connection] = []
         self._conns_lock = threading.Lock()
@@ -192,9 +193,8 @@ class EmbeddedStore(GraphStore):
         with self._write_lock:
             conn = self._conn()
             conn.executescript("BEGIN IMMEDIATE;" + _SCHEMA + "COMMIT;")
-            page_size = conn.execute("PRAGMA page_size").fetchone()[0]
         # checkpoints run beside the writer, not in its commits (see wal_checkpointer)
-        self._checkpointer = WalCheckpointer(self._connect, max(1, log_limit_bytes // page_size))
+        self._checkpointer = WalCheckpointer(self._connect, self._log_limit_pages)
 
     # ------------------------------------------------------------------ connections
     def _connect(self) -> sqlite3.Connection:
@@ -224,8 +224,10 @@ class EmbeddedStore(GraphStore):
                 # commits leave checkpoints to the store's WalCheckpointer; this connection
                 # checkpoints itself only past twice the log limit, i.e. only when that thread
                 # could not start or fall behind. A restarted log is cut back to the limit.
-                limit_pages = self._log_limit_bytes // conn.execute("PRAGMA page_size").fetchone()[0]
-                conn.execute(f"PRAGMA wal_autocheckpoint={max(1, 2 * limit_pages)}")
+                if not self._log_limit_pages:  # a database's page size never changes
+                    page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+                    self._log_limit_pages = max(1, self._log_limit_bytes // page_size)
+                conn.execute(f"PRAGMA wal_autocheckpoint={2 * self._log_limit_pages}")
                 conn.execute(f"PRAGMA journal_size_limit={self._log_limit_bytes}")
             except sqlite3.Error as exc:
                 raise StoreError(f"cannot open embedded store {self._db!r}: {exc}") from exc
