@@ -14,12 +14,12 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 import yaml
@@ -29,7 +29,8 @@ from .components import Embedder, LLMClient, LoaderError
 from .knn import normalise_in_place
 from .registry import Registry
 from .settings import Settings
-from .store import DocumentBatch, GraphStore
+from .skeleton import DocumentSkeleton
+from .store import DocumentBatch, GraphStore, merge_batches
 
 
 class ComponentSpec(BaseModel):
@@ -174,14 +175,39 @@ class IndexContext:
 DOCUMENTS_META = "documents"  # group meta: {doc_id: {hash, source, title}}
 FINGERPRINT_META = "index_fingerprint"  # group meta: hashes of the parse and step settings
 IGNORE_FILE = ".graphrouteignore"
-DOC_BATCH = 64  # documents parsed and written together (the write and crash-recovery unit)
+DOC_BATCH = 64  # documents parsed together; their new ones are one DocumentBatch
 # Sentences and chunks of consecutive batches are gathered until this many texts, then
-# embedded in one call. sentence-transformers sorts a call's texts by length before it
-# batches them, so a wide call pads each forward pass to similar lengths; a 64-document call
-# pads short sentences to the batch's longest chunk (measured: ten 64-text calls over 640
-# MuSiQue chunks 53-58 CPU s, one call over the same texts 30 CPU s). The window bounds
-# memory (a few MB of vectors plus the window's skeletons), never the whole corpus.
+# embedded in one call and written in one ``write_batches`` call (the crash-recovery unit:
+# one transaction on the embedded store). sentence-transformers sorts a call's texts by
+# length before it batches them, so a wide call pads each forward pass to similar lengths;
+# a 64-document call pads short sentences to the batch's longest chunk (measured: ten
+# 64-text calls over 640 MuSiQue chunks 53-58 CPU s, one call over the same texts 30 CPU
+# s). The window bounds memory (a few MB of vectors plus the window's skeletons), never
+# the whole corpus.
 EMBED_WINDOW_TEXTS = 4096
+
+T = TypeVar("T")
+
+
+def embed_text_count(skels: Sequence[DocumentSkeleton]) -> int:
+    """The texts a batch's skeletons give the embedder: its sentences and chunks."""
+    return sum(len(sk.sentence_embed_texts) + len(sk.chunk_embed_texts) for sk in skels)
+
+
+def embed_windows(batches: Iterable[T], texts: Callable[[T], int]) -> Iterator[list[T]]:
+    """Consecutive batches gathered until they hold ``EMBED_WINDOW_TEXTS`` texts (the last
+    window holds the rest): the indexer's unit for one embedding call and one
+    ``write_batches`` call. graphroute perf's write part writes in the same windows."""
+    window: list[T] = []
+    held = 0
+    for batch in batches:
+        window.append(batch)
+        held += texts(batch)
+        if held >= EMBED_WINDOW_TEXTS:
+            yield window
+            window, held = [], 0
+    if window:
+        yield window
 
 # Phase observers: called with a phase name ("load", "parse", "embed", "write",
 # "step:<name>", "done") as the indexer moves between phases, so a benchmark can attribute
@@ -477,22 +503,22 @@ class Indexer:
 
             def write_window(window: list[tuple[list[Any], list[Any]]], vecs: dict[str, Any]) -> None:
                 """Store writes for a window of document batches: a changed document is
-                replaced atomically on its own; each batch's new documents go in one write.
+                replaced atomically on its own; the window's new documents go through one
+                ``write_batches`` call, a batch of them per ``DocumentBatch``.
 
                 The documents meta (which documents are indexed, by content hash) must never
                 list a document whose write did not commit, or the next run would skip it.
-                One writer at a time: each batch's write carries the meta with its own
-                documents added. A store that keeps several writes in flight
-                (``write_concurrency`` > 1, Neo4j) gets the window's new-document batches
-                at once through ``write_batches``; their documents are first recorded with
-                no hash ("in flight", so a crashed run's next one replaces them rather than
-                trusting them) and get their hashes once every batch has committed."""
-                fresh: list[tuple[DocumentBatch, dict[str, dict[str, Any]]]] = []
+                The meta with the window's documents added goes with the call: a one-writer
+                store (the embedded one) commits it in the same transaction as the batches.
+                A store that keeps several writes in flight (``write_concurrency`` > 1,
+                Neo4j) may commit some batches and fail on another, so its documents are
+                first recorded with no hash ("in flight", so a crashed run's next one
+                replaces them rather than trusting them) and get their hashes in the meta
+                written once every batch has committed."""
+                fresh: list[DocumentBatch] = []
+                entries: dict[str, dict[str, Any]] = {}
                 for batch, skels in window:
-                    fresh_nodes: list[Any] = []
-                    fresh_edges: list[Any] = []
-                    fresh_vecs: dict[str, tuple[list[str], list[np.ndarray]]] = {}
-                    entries: dict[str, dict[str, Any]] = {}
+                    new_docs: list[DocumentBatch] = []
                     for sk, d in zip(skels, batch, strict=True):
                         for k, v in sk.stats.items():
                             parse_stats[k] = parse_stats.get(k, 0) + v
@@ -500,58 +526,42 @@ class Indexer:
                         changed.add(sk.doc_id)
                         report.sentences_written += len(sk.sentence_ids)
                         if sk.doc_id not in documents:
-                            # new documents of the batch go together in one write
                             entries[sk.doc_id] = entry
-                            fresh_nodes.extend(sk.nodes)
-                            fresh_edges.extend(sk.edges)
-                            for space, (ids, mat) in vecs[sk.doc_id].items():
-                                acc = fresh_vecs.setdefault(space, ([], []))
-                                acc[0].extend(ids)
-                                acc[1].append(mat)
+                            new_docs.append(DocumentBatch(sk.nodes, sk.edges, vecs[sk.doc_id]))
                         else:  # a changed document: its old subgraph is replaced atomically
                             documents[sk.doc_id] = entry
                             self.store.write(
                                 self.group, sk.nodes, sk.edges, vecs[sk.doc_id],
                                 replace_doc=sk.doc_id, meta=run_meta(documents),
                             )
-                    if fresh_nodes:
-                        mats = {sp: (ids, np.concatenate(ms)) for sp, (ids, ms) in fresh_vecs.items()}
-                        fresh.append((DocumentBatch(fresh_nodes, fresh_edges, mats), entries))
-                if self.store.write_concurrency > 1 and len(fresh) > 1:
-                    in_flight = {did: {**e, "hash": None} for _, entries in fresh for did, e in entries.items()}
-                    self.store.write(self.group, meta=run_meta({**documents, **in_flight}))
-                    self.store.write_batches(self.group, [b for b, _ in fresh])
-                    for _, entries in fresh:
-                        documents.update(entries)
-                    self.store.write(self.group, meta=run_meta(documents))
+                    if new_docs:
+                        fresh.append(merge_batches(new_docs))
+                if not fresh:
                     return
-                for b, entries in fresh:
-                    documents.update(entries)
-                    self.store.write(
-                        self.group, b.nodes, b.edges, b.vectors,
-                        meta=run_meta(documents),
-                    )
+                if self.store.write_concurrency > 1 and len(fresh) > 1:
+                    in_flight = {did: {**e, "hash": None} for did, e in entries.items()}
+                    self.store.write(self.group, meta=run_meta({**documents, **in_flight}))
+                documents.update(entries)
+                self.store.write_batches(self.group, fresh, meta=run_meta(documents))
 
             with _phase_bars(("parse", "embed", "write"), len(loaded)) as bars:
-                # Batches of DOC_BATCH documents are parsed and written one by one (the
-                # write and crash-recovery unit), but embedded a window at a time: one
-                # model call over the window's sentences and chunks lets the model sort
-                # them by length, so short texts are not padded to a long chunk's length.
-                window: list[tuple[list[Any], list[Any]]] = []  # (documents, skeletons)
-                window_texts = 0
-                for i in range(0, len(loaded), DOC_BATCH):
-                    batch = loaded[i : i + DOC_BATCH]
-                    enter_phase("parse")
-                    t = time.perf_counter()
-                    plans = [plan_document(d, doc_id_for(d.source)) for d in batch]
-                    skels = skeletons(plans, seg_split, self.group, limits)
-                    release_free_memory()  # spaCy's per-batch garbage (see there)
-                    tp += time.perf_counter() - t
-                    bars["parse"].advance(len(batch))
-                    window.append((batch, skels))
-                    window_texts += sum(len(sk.sentence_embed_texts) + len(sk.chunk_embed_texts) for sk in skels)
-                    if window_texts < EMBED_WINDOW_TEXTS and i + DOC_BATCH < len(loaded):
-                        continue
+
+                def parsed() -> Iterator[tuple[list[Any], list[Any]]]:
+                    """Batches of DOC_BATCH documents with their skeletons, parsed as the
+                    windows below ask for them."""
+                    nonlocal tp
+                    for i in range(0, len(loaded), DOC_BATCH):
+                        batch = loaded[i : i + DOC_BATCH]
+                        enter_phase("parse")
+                        t = time.perf_counter()
+                        plans = [plan_document(d, doc_id_for(d.source)) for d in batch]
+                        skels = skeletons(plans, seg_split, self.group, limits)
+                        release_free_memory()  # spaCy's per-batch garbage (see there)
+                        tp += time.perf_counter() - t
+                        bars["parse"].advance(len(batch))
+                        yield batch, skels
+
+                for window in embed_windows(parsed(), lambda parsed_batch: embed_text_count(parsed_batch[1])):
                     enter_phase("embed")
                     t = time.perf_counter()
                     vecs = self._embed([sk for _, sks in window for sk in sks])
@@ -562,8 +572,7 @@ class Indexer:
                     write_window(window, vecs)
                     tw += time.perf_counter() - t
                     bars["write"].advance(sum(len(b) for b, _ in window))
-                    window, window_texts = [], 0
-                    del vecs
+                    del vecs, window
                     release_free_memory()  # the window's parse and embed garbage (see there)
         report.timings.update(parse=tp, embed=te, write=tw)
         report.indexed = len(changed)

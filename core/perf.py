@@ -679,7 +679,12 @@ def part_scale_index(args: dict[str, Any]) -> dict[str, Any]:
 def part_write(args: dict[str, Any]) -> dict[str, Any]:
     """Batch writes of pre-computed skeletons and vectors (no model runs): sentences/s."""
     import numpy as np
-    from graphroute.core.indexing import DOC_BATCH, load_index_profile
+    from graphroute.core.indexing import (
+        DOC_BATCH,
+        embed_text_count,
+        embed_windows,
+        load_index_profile,
+    )
     from graphroute.core.knn import normalise_in_place
     from graphroute.core.models import VectorSpace
     from graphroute.core.skeleton import ParseLimits, doc_id_for, skeletons
@@ -725,24 +730,28 @@ def part_write(args: dict[str, Any]) -> dict[str, Any]:
         sids = [s for sk in sks for s in sk.sentence_ids]
         cids = [c for sk in sks for c in sk.chunk_ids]
         vecs = {VectorSpace.SENTENCE.value: (sids, unit(len(sids))), VectorSpace.CHUNK.value: (cids, unit(len(cids)))}
-        batches.append((nodes, edges, vecs, len(sids)))
+        batches.append((DocumentBatch(nodes, edges, vecs), len(sids), embed_text_count(sks)))
     gr = _engine(args["store"], args["group"], Path(args["cache"]))
     store = gr.store
     store.delete_group(args["group"])
     out: dict[str, Any] = {"load_average_before": load_average(), "backend": getattr(store, "backend", "?")}
-    n_sent = sum(ns for *_, ns in batches)
-    n_nodes = sum(len(nodes) for nodes, *_ in batches)
-    n_edges = sum(len(edges) for _, edges, *_ in batches)
-    # the indexer's path for new documents: write_batches keeps the backend's
-    # write_concurrency transactions in flight (Neo4j 2, the embedded store 1)
+    n_sent = sum(ns for _, ns, _ in batches)
+    n_nodes = sum(len(b.nodes) for b, _, _ in batches)
+    n_edges = sum(len(b.edges) for b, _, _ in batches)
+    windows = list(embed_windows(batches, lambda batch: batch[2]))
+    # the indexer's path for new documents: one write_batches call per embedding window,
+    # one transaction on the embedded store, the backend's write_concurrency transactions
+    # in flight on Neo4j (2)
     t = time.perf_counter()
-    store.write_batches(args["group"], [DocumentBatch(nodes, edges, vecs) for nodes, edges, vecs, _ in batches])
+    for window in windows:
+        store.write_batches(args["group"], [b for b, _, _ in window])
     secs = time.perf_counter() - t
     counts = store.counts(args["group"])
     store.delete_group(args["group"])
     gr.close()
     out.update(
         seconds=round(secs, 3), sentences=n_sent, nodes=n_nodes, edges=n_edges, batches=len(batches),
+        windows=len(windows),
         write_concurrency=store.write_concurrency,
         sentences_per_s=round(n_sent / secs, 1) if secs > 0 else 0.0,
         nodes_per_s=round(n_nodes / secs, 1) if secs > 0 else 0.0,
@@ -1037,6 +1046,7 @@ def table_rows(r: dict[str, Any]) -> list[tuple[str, str, str]]:
         elif w:
             rows.append((f"write {label}: sentences/s", _fmt(w.get("sentences_per_s")),
                          f"{_fmt(w.get('sentences'))} sentences, {_fmt(w.get('nodes'))} nodes, {_fmt(w.get('edges'))} edges in {w.get('seconds')} s"
+                         f", {w.get('windows', '?')} window(s) of {w.get('batches', '?')} batches"
                          f", {w.get('write_concurrency', 1)} write(s) in flight"))
     if neo.get("skipped"):
         rows.append(("neo4j", "skipped", neo["skipped"]))

@@ -435,8 +435,9 @@ def test_failed_write_changes_nothing(store: GraphStore, group: str) -> None:
 
 
 def test_write_batches_writes_every_batch_each_atomically(store: GraphStore, group: str) -> None:
-    """The indexer's path for new documents: every batch lands whole, with its vectors, on
-    both backends (Neo4j keeps two of them in flight)."""
+    """The indexer's path for new documents: every batch lands whole, with its vectors, and
+    the meta after them, on both backends (Neo4j keeps two batches in flight, the embedded
+    store writes the call as one transaction)."""
     rng = np.random.default_rng(5)
     batches: list[DocumentBatch] = []
     vectors: dict[str, np.ndarray] = {}
@@ -451,8 +452,9 @@ def test_write_batches_writes_every_batch_each_atomically(store: GraphStore, gro
         vectors.update(zip(ids, mat, strict=True))
         batches.append(DocumentBatch(nodes, edges, {VectorSpace.SENTENCE: (ids, mat)}))
     v0 = store.version(group)
-    store.write_batches(group, batches)
+    store.write_batches(group, batches, meta={"documents": {"b0d0": "x"}})
     assert store.version(group) > v0
+    assert store.get_meta(group, "documents") == {"b0d0": "x"}
     counts = store.counts(group)
     assert counts["nodes"][Label.DOCUMENT] == 21 and counts["nodes"][Label.SENTENCE] == 63
     assert counts["vectors"][VectorSpace.SENTENCE] == 63
@@ -460,17 +462,34 @@ def test_write_batches_writes_every_batch_each_atomically(store: GraphStore, gro
     ids = sorted(vectors)
     assert np.allclose(store.get_vectors(group, VectorSpace.SENTENCE, ids), np.stack([vectors[i] for i in ids]), atol=1e-6)
 
-    # a failing batch: the error reaches the caller, the batch itself leaves nothing behind
+    # a failing batch: the error reaches the caller, the meta is not written, the batch
+    # itself leaves nothing behind; a one-writer store leaves nothing of the call at all
     other = f"{group}-2"
     try:
         good = DocumentBatch(*doc(other, "ok"))
         bad_nodes, bad_edges = doc(other, "bad")
         bad = DocumentBatch(bad_nodes, bad_edges, {VectorSpace.SENTENCE: (sentence_ids("bad"), unit(rng, 2))})  # 3 ids, 2 rows
         with pytest.raises(StoreError):
-            store.write_batches(other, [good, bad, good])
-        assert {n.id for n in store.iter_nodes(other, Label.DOCUMENT)} == {"ok"}
+            store.write_batches(other, [good, bad, good], meta={"documents": {"ok": "x"}})
+        written = {n.id for n in store.iter_nodes(other, Label.DOCUMENT)}
+        assert written == (set() if store.write_concurrency <= 1 else {"ok"})
+        assert store.get_meta(other, "documents") is None
     finally:
         store.delete_group(other)
+
+
+def test_write_batches_checks_each_batch_s_vectors_against_its_own_ids(store: GraphStore, group: str) -> None:
+    """Two batches whose ids and rows are each off by one, in opposite directions, add up
+    to as many ids as rows; written together they must still fail, not pair vectors with
+    the wrong ids."""
+    rng = np.random.default_rng(8)
+    a_nodes, a_edges = doc(group, "a")
+    b_nodes, b_edges = doc(group, "b")
+    short = DocumentBatch(a_nodes, a_edges, {VectorSpace.SENTENCE: (sentence_ids("a"), unit(rng, 2))})  # 3 ids, 2 rows
+    long = DocumentBatch(b_nodes, b_edges, {VectorSpace.SENTENCE: (sentence_ids("b")[:2], unit(rng, 3))})  # 2 ids, 3 rows
+    with pytest.raises(StoreError, match="ids but matrix shape"):
+        store.write_batches(group, [short, long])
+    assert VectorSpace.SENTENCE not in store.counts(group).get("vectors", {})
 
 
 def test_counts(store: GraphStore, group: str) -> None:
