@@ -332,6 +332,9 @@ class Neo4jStore(GraphStore):
             return {}
         return {k[4:]: int(v) for k, v in rows[0]["p"].items() if k.startswith("dim_")}
 
+    def _dims_recorded(self, group: str, spaces: Collection[str]) -> bool:
+        return set(spaces) <= set(self._dims(group))
+
     # ------------------------------------------------------------------ writes
     def _ensure_vector_index(self, space: str, dim: int) -> None:
         prop = _vec_prop(space, dim)

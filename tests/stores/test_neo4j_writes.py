@@ -6,6 +6,7 @@ driver's debug-log ``repr`` as text."""
 from __future__ import annotations
 
 import logging
+import threading
 import uuid
 from collections.abc import Iterator
 
@@ -148,3 +149,41 @@ def test_concurrent_batches_of_a_new_group_do_not_deadlock(
         assert not deadlocks
     else:
         assert deadlocks, "expected the two first writes to collide (if this stops failing, Neo4j changed)"
+
+
+@needs_server
+def test_once_the_dimensions_are_recorded_every_batch_goes_through_the_pool(
+    store: Neo4jStore, group: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first batch of a call is written alone only while it may record a vector space's
+    dimension: the indexer calls ``write_batches`` once per window, and a first batch alone
+    in every window left the second writer idle for it."""
+    rng = np.random.default_rng(4)
+
+    def window(w: int) -> list[DocumentBatch]:
+        out = []
+        for b in range(3):
+            nodes = [sentence(group, i, doc=f"w{w}d{b}") for i in range(5)]
+            out.append(DocumentBatch(nodes, [], {VectorSpace.SENTENCE: ([n.id for n in nodes], unit(rng, 5))}))
+        return out
+
+    threads: list[str] = []
+    write = store.write
+
+    def recording_write(g: str, nodes: object = (), *args: object, **kwargs: object) -> None:
+        threads.append(threading.current_thread().name)
+        write(g, nodes, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(store, "write", recording_write)
+    store.write_batches(group, window(0))  # the group's first call: sentence's dimension is new
+    assert threads[0] == threading.current_thread().name
+    assert all(t.startswith("graphroute-write") for t in threads[1:])
+    threads.clear()
+    store.write_batches(group, window(1))
+    assert len(threads) == 3 and all(t.startswith("graphroute-write") for t in threads)
+    chunk = [sentence(group, i, doc="w2d0") for i in range(2)]
+    threads.clear()
+    store.write_batches(group, [DocumentBatch(chunk, [], {VectorSpace.CHUNK: ([n.id for n in chunk], unit(rng, 2))}),
+                                *window(3)])
+    assert threads[0] == threading.current_thread().name  # a new space: its first batch alone again
+    assert store.counts(group)["nodes"]["Sentence"] == 47
