@@ -541,8 +541,8 @@ class Indexer:
                 if self.store.write_concurrency > 1 and len(fresh) > 1:
                     in_flight = {did: {**e, "hash": None} for did, e in entries.items()}
                     self.store.write(self.group, meta=run_meta({**documents, **in_flight}))
-                documents.update(entries)
-                self.store.write_batches(self.group, fresh, meta=run_meta(documents))
+                self.store.write_batches(self.group, fresh, meta=run_meta({**documents, **entries}))
+                documents.update(entries)  # only once they are written
 
             with _phase_bars(("parse", "embed", "write"), len(loaded)) as bars:
 
