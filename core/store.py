@@ -112,6 +112,17 @@ class StoreError(Exception):
     """A store failed in a way the user can act on (unreachable, bad credentials, ...)."""
 
 
+def checked_vectors(space: str, ids: Sequence[str], matrix: Any) -> np.ndarray:
+    """``matrix`` as float32 rows, one per id and all finite, or a StoreError before anything
+    is written: every backend's write and :func:`merge_batches` check vectors this way."""
+    m = np.asarray(matrix, dtype=np.float32)
+    if m.ndim != 2 or m.shape[0] != len(ids):
+        raise StoreError(f"vectors for space {space!r}: {len(ids)} ids but matrix shape {m.shape}")
+    if len(ids) and not np.all(np.isfinite(m)):
+        raise StoreError(f"vectors for space {space!r} contain NaN or infinity")
+    return m
+
+
 def merge_batches(batches: Sequence[DocumentBatch]) -> DocumentBatch:
     """One batch holding the nodes, edges and vectors of several batches of disjoint
     documents, for one transaction. Each batch's vectors are checked against their ids
@@ -124,12 +135,9 @@ def merge_batches(batches: Sequence[DocumentBatch]) -> DocumentBatch:
         nodes.extend(b.nodes)
         edges.extend(b.edges)
         for space, (ids, matrix) in (b.vectors or {}).items():
-            rows = np.asarray(matrix)
-            if rows.ndim != 2 or rows.shape[0] != len(ids):
-                raise StoreError(f"vectors for space {space!r}: {len(ids)} ids but matrix shape {rows.shape}")
             acc = vectors.setdefault(str(space), ([], []))
             acc[0].extend(ids)
-            acc[1].append(rows)
+            acc[1].append(checked_vectors(space, ids, matrix))
     return DocumentBatch(nodes, edges, {space: (ids, np.concatenate(ms)) for space, (ids, ms) in vectors.items()})
 
 

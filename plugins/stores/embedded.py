@@ -53,6 +53,7 @@ from graphroute.core.store import (
     StoreError,
     VectorBatch,
     batched,
+    checked_vectors,
     dump_props,
     load_props,
 )
@@ -432,15 +433,9 @@ class EmbeddedStore(GraphStore):
         """Validate and serialise vector batches before the transaction starts."""
         out = []
         for space, (ids, matrix) in vectors.items():
-            m = np.asarray(matrix, dtype=np.float32)
-            if m.ndim != 2 or m.shape[0] != len(ids):
-                raise StoreError(
-                    f"vectors for space {space!r}: {len(ids)} ids but matrix shape {m.shape}"
-                )
+            m = checked_vectors(space, ids, matrix)
             if len(ids) == 0:
                 continue
-            if not np.all(np.isfinite(m)):
-                raise StoreError(f"vectors for space {space!r} contain NaN or infinity")
             m = np.ascontiguousarray(m)
             out.append(
                 (str(space), m.shape[1], [(group, str(space), i, m[r].tobytes()) for r, i in enumerate(ids)])

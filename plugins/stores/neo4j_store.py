@@ -52,6 +52,7 @@ from graphroute.core.store import (
     StoreError,
     VectorBatch,
     batched,
+    checked_vectors,
     dump_props,
     load_props,
 )
@@ -386,13 +387,9 @@ class Neo4jStore(GraphStore):
         inline: dict[str, dict[str, _Vector]] = {}
         vec_batches: list[tuple[str, int, list[dict[str, Any]]]] = []
         for space, (ids, matrix) in (vectors or {}).items():
-            m = np.asarray(matrix, dtype=np.float32)
-            if m.ndim != 2 or m.shape[0] != len(ids):
-                raise StoreError(f"vectors for space {space!r}: {len(ids)} ids but matrix shape {m.shape}")
+            m = checked_vectors(space, ids, matrix)
             if not len(ids):
                 continue
-            if not np.all(np.isfinite(m)):
-                raise StoreError(f"vectors for space {space!r} contain NaN or infinity")
             name = _space_name(space)
             prop = _vec_prop(name, m.shape[1])
             rest: list[dict[str, Any]] = []

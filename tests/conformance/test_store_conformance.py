@@ -492,6 +492,34 @@ def test_write_batches_checks_each_batch_s_vectors_against_its_own_ids(store: Gr
     assert VectorSpace.SENTENCE not in store.counts(group).get("vectors", {})
 
 
+def test_vectors_with_nan_or_infinity_are_refused_before_anything_is_written(store: GraphStore, group: str) -> None:
+    """Both backends, and ``write_batches`` merging batches for one transaction, check
+    vectors the same way (``checked_vectors``): a non-finite value fails its write, which
+    leaves nothing behind; a one-writer store's ``write_batches`` leaves nothing of the call."""
+    rng = np.random.default_rng(9)
+    for bad_value in (np.nan, np.inf):
+        nodes, edges = doc(group, "d1")
+        mat = unit(rng, 3)
+        mat[1, 0] = bad_value
+        before = (store.counts(group), store.version(group))
+        with pytest.raises(StoreError, match="NaN or infinity"):
+            store.write(group, nodes, edges, {VectorSpace.SENTENCE: (sentence_ids("d1"), mat)})
+        assert (store.counts(group), store.version(group)) == before
+
+        other = f"{group}-{bad_value}"
+        try:
+            good = DocumentBatch(*doc(other, "ok"))
+            bad_nodes, bad_edges = doc(other, "bad")
+            bad = DocumentBatch(bad_nodes, bad_edges, {VectorSpace.SENTENCE: (sentence_ids("bad"), mat)})
+            with pytest.raises(StoreError, match="NaN or infinity"):
+                store.write_batches(other, [good, bad])
+            written = {n.id for n in store.iter_nodes(other, Label.DOCUMENT)}
+            assert written == (set() if store.write_concurrency <= 1 else {"ok"})
+            assert VectorSpace.SENTENCE not in store.counts(other).get("vectors", {})
+        finally:
+            store.delete_group(other)
+
+
 def test_counts(store: GraphStore, group: str) -> None:
     rng = np.random.default_rng(6)
     nodes, edges = doc(group, "d1", n_sent=5)
