@@ -27,6 +27,7 @@ entities are ranked. Sentence-sourced MENTIONS are left out: they duplicate the 
 from __future__ import annotations
 
 import threading
+import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -104,32 +105,90 @@ def row_blocks(matrix: sp.csr_matrix) -> tuple[sp.csr_matrix, ...]:
     return (matrix[:cut].tocsr(), matrix[cut:].tocsr())
 
 
+def _torch_csr(matrix: sp.csr_matrix) -> Any | None:
+    """``matrix`` as a torch sparse CSR tensor sharing its arrays, or None without torch."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    index = np.int32 if max(matrix.nnz, *matrix.shape) < 2**31 else np.int64
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # "sparse CSR tensor support is in beta state"
+        return torch.sparse_csr_tensor(
+            torch.from_numpy(matrix.indptr.astype(index, copy=False)),
+            torch.from_numpy(matrix.indices.astype(index, copy=False)),
+            torch.from_numpy(np.ascontiguousarray(matrix.data, dtype=np.float64)),
+            size=matrix.shape,
+        )
+
+
+class SparseProduct:
+    """``matrix @ v`` for a fixed CSR matrix (not to be changed afterwards: the tensor shares
+    its arrays), by torch's sparse product on its thread pool when torch is installed (the
+    local models bring it), else by scipy on this thread.
+
+    Why: CG's time is its mat-vecs (~25 a question on route 2), and scipy multiplies on one
+    thread; below ``PARALLEL_NNZ`` a Python worker thread costs about what it saves. torch
+    (MKL) splits the rows over the OpenMP threads the question's embedding uses, which hand
+    over cheaply. MuSiQue's route 2 graph (249k non-zeros plus the 2 x 27k of its co-mention
+    product): 418 -> 251 us a product alone, route2_local's `ppr` p50 14.27 / 14.59 -> 12.75 /
+    12.55 ms in the query suite (docs/performance.md, sixteenth round). Above
+    ``PARALLEL_NNZ`` the two scipy row blocks stay: on the 100k synthetic graph (1.79 M
+    non-zeros) torch's product was faster alone but slower inside CG (route2_local's solve
+    29.21 against 25.30 ms p50).
+
+    Each row is summed by one thread in a fixed order, so the product does not depend on the
+    number of threads; it differs from scipy's in the last bits (~1e-16 relative), as the
+    rows' terms are added in another grouping."""
+
+    def __init__(self, matrix: sp.csr_matrix) -> None:
+        self.matrix = matrix
+        self._tensor = _torch_csr(matrix)
+
+    def __call__(self, v: np.ndarray) -> np.ndarray:
+        if self._tensor is None:
+            return np.asarray(self.matrix @ v)
+        import torch
+
+        return (self._tensor @ torch.from_numpy(np.ascontiguousarray(v, dtype=np.float64))).numpy()
+
+
 @dataclass(frozen=True)
 class SymmetricForm:
     """The PPR system in symmetric form: ``S = D^-1/2 A D^-1/2`` as ``sparse + low @ low.T``,
     ``root`` the square roots of the degrees (0 for isolated nodes) and ``inv_root`` their
     inverses (0 there too).
 
-    ``sparse`` is held as row blocks (:func:`row_blocks`: two for a large graph, multiplied on
-    two threads). ``low`` is None unless the graph's co-occurrence cliques were worth storing
-    as a product (:func:`co_mention_form`); then ``sparse`` holds every other entry."""
+    ``sparse`` is held as row blocks (:func:`row_blocks`: two for a large graph, multiplied by
+    scipy on two threads; one otherwise, multiplied by a :class:`SparseProduct`). ``low`` is
+    None unless the graph's co-occurrence cliques were worth storing as a product
+    (:func:`co_mention_form`); then ``sparse`` holds every other entry."""
 
     sparse: tuple[sp.csr_matrix, ...]
     low: sp.csr_matrix | None
     low_t: sp.csr_matrix | None
     root: np.ndarray
     inv_root: np.ndarray
+    _one: SparseProduct | None = field(init=False, repr=False, compare=False)
+    _low: tuple[SparseProduct, SparseProduct] | None = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        one = SparseProduct(self.sparse[0]) if len(self.sparse) == 1 else None
+        low = (SparseProduct(self.low), SparseProduct(self.low_t)) if self.low is not None and self.low_t is not None else None
+        object.__setattr__(self, "_one", one)
+        object.__setattr__(self, "_low", low)
 
     def times(self, v: np.ndarray) -> np.ndarray:
         """``S @ v``."""
-        if len(self.sparse) == 1:
-            out = np.asarray(self.sparse[0] @ v)
+        if self._one is not None:
+            out = self._one(v)
         else:
             first, second = self.sparse
             other = _second_core().submit(second.__matmul__, v)
             out = np.concatenate([np.asarray(first @ v), np.asarray(other.result())])
-        if self.low is not None and self.low_t is not None:
-            out += self.low @ (self.low_t @ v)
+        if self._low is not None:
+            low, low_t = self._low
+            out += low(low_t(v))
         return out
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -15,6 +17,7 @@ from graphroute.plugins.expanders.graph import (
     EntityChunks,
     NodeMass,
     PathWeights,
+    SparseProduct,
     TypedGraph,
     budget_cut,
     cg_pagerank,
@@ -108,8 +111,9 @@ def test_cg_error_stays_within_its_certified_bound(seed: int, tol: float) -> Non
 @settings(max_examples=30, deadline=None)
 def test_a_large_graph_multiplies_in_two_row_blocks_to_the_same_bits(seed: int, threshold: int) -> None:
     """Above ``PARALLEL_NNZ`` the symmetric form's sparse part is two row blocks multiplied
-    on two threads; each row is summed as before, so CG takes the same passes to the same
-    scores, to the last bit, as on one block."""
+    by scipy on two threads; each row is summed as in scipy's one product, to the last bit,
+    and CG takes the same passes as on one block (which torch multiplies, summing in
+    another grouping) to the same scores."""
     g = _random_graph(120, 600, seed)
     teleport = np.zeros(len(g.ids))
     teleport[[seed % 117, (seed // 7) % 117]] = 1.0
@@ -126,9 +130,45 @@ def test_a_large_graph_multiplies_in_two_row_blocks_to_the_same_bits(seed: int, 
     if large:  # cut by non-zeros, not rows: each block holds about half
         assert max(b.nnz for b in blocks) <= g.adjacency.nnz // 2 + int(np.diff(g.adjacency.indptr).max())
     v = np.random.default_rng(seed).random(len(g.ids))
-    assert np.array_equal(form.times(v), g.symmetric.times(v))
+    if large:  # scipy's bits
+        assert np.array_equal(form.times(v), g.symmetric.sparse[0] @ v)
+    else:
+        np.testing.assert_allclose(form.times(v), g.symmetric.sparse[0] @ v, rtol=1e-13, atol=0)
     two = cg_pagerank(split, teleport, damping=0.85)
-    assert two.iterations == one.iterations and np.array_equal(two.scores, one.scores)
+    assert two.iterations == one.iterations and np.abs(two.scores - one.scores).sum() < 1e-12
+
+
+@given(hs.integers(min_value=0, max_value=2**16))
+@settings(max_examples=30, deadline=None)
+def test_the_sparse_product_is_scipys_on_any_number_of_threads(seed: int) -> None:
+    """torch's product (on its thread pool) is scipy's to ~1e-16 relative, and the same bits
+    whether one thread or two sum the rows; without torch, scipy multiplies, and CG takes
+    the same passes over either product to the same scores."""
+    torch = pytest.importorskip("torch")
+    g = _random_graph(120, 600, seed)
+    form = g.symmetric
+    assert isinstance(form._one, SparseProduct) and form._one._tensor is not None
+    v = np.random.default_rng(seed).random(len(g.ids))
+    exact = form.sparse[0] @ v
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = form.times(v).copy()
+        torch.set_num_threads(2)
+        two = form.times(v).copy()
+    finally:
+        torch.set_num_threads(before)
+    assert np.array_equal(one, two)
+    np.testing.assert_allclose(one, exact, rtol=1e-13, atol=0)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setitem(sys.modules, "torch", None)  # `import torch` fails: scipy multiplies
+        plain = TypedGraph(g.ids, g.index, g.adjacency, g.transition, g.dangling, g.is_entity)
+        assert plain.symmetric._one is not None and plain.symmetric._one._tensor is None
+    assert np.array_equal(plain.symmetric.times(v), exact)
+    teleport = np.zeros(len(g.ids))
+    teleport[[seed % 117, (seed // 7) % 117]] = 1.0
+    a, b = cg_pagerank(g, teleport, damping=0.85), cg_pagerank(plain, teleport, damping=0.85)
+    assert a.iterations == b.iterations and np.abs(a.scores - b.scores).sum() < 1e-12
 
 
 def test_cg_reports_when_it_runs_out_of_iterations() -> None:
