@@ -49,22 +49,67 @@ _NOT_FOR_NOUN_PHRASES = ["lemmatizer"]
 
 @lru_cache(maxsize=1)
 def _nlp() -> Any:
+    """The question's spaCy pipeline, its layers on :func:`_ops`."""
     import spacy
 
-    return spacy.load(SPACY_MODEL)
+    nlp = spacy.load(SPACY_MODEL)
+    ops = _ops()
+    for _name, pipe in nlp.pipeline:
+        model = getattr(pipe, "model", None)
+        if model is not None and hasattr(model, "walk"):
+            for layer in model.walk():
+                layer.ops = ops
+    return nlp
 
 
 @lru_cache(maxsize=1)
 def _ops() -> Any:
-    """The array backend thinc chose when first asked in this process.
+    """The array backend of the question's pipeline: thinc's CPU backend with its matrix
+    products on torch when torch is installed (:func:`torch_products`), else the backend
+    thinc chooses.
 
-    Why: thinc keeps its backend in a context variable, and every stage runs in a copy of
-    the caller's context; where none was set, spaCy's first layer looks the CPU backend up
-    again through the package registry: 0.64 ms a question (``get_current_ops`` in a fresh
-    context, median of 200), for a choice that never changes."""
+    Why one cached object: thinc keeps its backend in a context variable, and every stage
+    runs in a copy of the caller's context; where none was set, spaCy's first layer looks the
+    CPU backend up again through the package registry: 0.64 ms a question
+    (``get_current_ops`` in a fresh context, median of 200), for a choice that never
+    changes."""
+    products = torch_products()
+    if products is not None:
+        return products
     from thinc.api import get_current_ops
 
     return get_current_ops()
+
+
+def torch_products() -> Any | None:
+    """thinc's CPU backend with ``gemm`` done by ``torch.mm``, or None without torch.
+
+    Why: thinc multiplies with BLIS, 2-4x slower than MKL or OpenBLAS at a question's sizes
+    (15 x 96 by 96 x 288: BLIS 42.1 us, torch 17.2; twelfth round). numpy's OpenBLAS would be
+    as fast, but its worker threads keep spinning on the cores the question's embedding
+    needs next (the embedding after route 2's names 12.13-12.52 -> 18.02-18.98 ms p50); torch's products
+    run on the embedding's own threads. Route 2's names (tagger, parser and NER) 7.47-7.73 ->
+    6.77-6.96 ms p50, the embedding after them unchanged (docs/performance.md, sixteenth
+    round); entities, tags, parses and noun chunks identical on the 100 MuSiQue questions and
+    its 1,890 passages."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    from thinc.api import NumpyOps
+
+    class TorchProducts(NumpyOps):
+        def gemm(self, x: Any, y: Any, *, out: Any = None, trans1: bool = False, trans2: bool = False) -> Any:
+            if x.dtype != y.dtype:
+                return super().gemm(x, y, out=out, trans1=trans1, trans2=trans2)
+            a, b = torch.from_numpy(x), torch.from_numpy(y)
+            product = torch.mm(a.T if trans1 else a, b.T if trans2 else b).numpy()
+            if out is None:
+                return product
+            out[...] = product
+            return out
+
+    return TorchProducts(use_blis=False)
 
 
 def _clean(span: str) -> str:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import random
+import sys
 
+import numpy as np
 import pytest
 from graphroute.core.models import Edge, EdgeType, Seed
 from graphroute.core.stage import QueryState
 from graphroute.core.store import GraphStore
+from graphroute.plugins.seeds import entity_seeds
 from graphroute.plugins.seeds.entity_seeds import (
     CommunityPeers,
     NerSeeds,
@@ -17,6 +20,7 @@ from graphroute.plugins.seeds.entity_seeds import (
     entity_degrees,
     offline_names,
     parse_llm_names,
+    torch_products,
 )
 
 from .conftest import GROUP, context, ent
@@ -28,6 +32,58 @@ def test_offline_names_cast_a_wide_net() -> None:
     title = offline_names("What is the birthplace of the author of The Old Man and the Sea?")
     assert "The Old Man and the Sea" in title and "author" in title
     assert not any(n.lower().startswith(("what", "when", "who")) for n in title)
+
+
+_SENTENCES = [
+    "When did Carl Rogers develop person-centered therapy?",
+    "What is the capital of the country where the Bank of America is headquartered?",
+    "The Old Man and the Sea was written by Ernest Hemingway in Cuba in 1951.",
+    "Harris W. Fawell served in the United States House of Representatives from Illinois.",
+]
+
+
+def test_the_question_pipeline_multiplies_with_torch_and_annotates_as_thinc_does() -> None:
+    """Every layer of the question's pipeline is on the torch-products backend, and the
+    entities, tags, parses and noun chunks are those of spaCy's own backend."""
+    pytest.importorskip("torch")
+    import spacy
+    from thinc.api import NumpyOps, set_current_ops
+
+    ops = entity_seeds._ops()
+    assert type(ops).__name__ == "TorchProducts"
+    nlp = entity_seeds._nlp()
+    layers = [layer for _, pipe in nlp.pipeline if getattr(pipe, "model", None) is not None for layer in pipe.model.walk()]
+    assert layers and all(layer.ops is ops for layer in layers)
+    plain = spacy.load(entity_seeds.SPACY_MODEL)
+
+    def annotations(doc: object) -> object:
+        return (
+            [(e.start, e.end, e.label_) for e in doc.ents],  # type: ignore[attr-defined]
+            [(t.tag_, t.pos_, t.dep_, t.head.i) for t in doc],  # type: ignore[attr-defined]
+            [(c.start, c.end) for c in doc.noun_chunks],  # type: ignore[attr-defined]
+        )
+
+    for text in _SENTENCES:
+        set_current_ops(ops)
+        mine = annotations(nlp(text, disable=["lemmatizer"]))
+        set_current_ops(NumpyOps())
+        assert mine == annotations(plain(text, disable=["lemmatizer"]))
+
+
+def test_torch_products_multiply_as_numpy_does() -> None:
+    pytest.importorskip("torch")
+    ops = torch_products()
+    assert ops is not None
+    rng = np.random.default_rng(3)
+    x, y = rng.random((15, 96), dtype=np.float32), rng.random((288, 96), dtype=np.float32)
+    np.testing.assert_allclose(ops.gemm(x, y, trans2=True), x @ y.T, rtol=1e-5)
+    np.testing.assert_allclose(ops.gemm(x.T.copy(), y.T.copy(), trans1=True), x @ y.T, rtol=1e-5)
+    out = np.zeros((15, 288), dtype=np.float32)
+    assert ops.gemm(x, y, out=out, trans2=True) is out
+    np.testing.assert_allclose(out, x @ y.T, rtol=1e-5)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setitem(sys.modules, "torch", None)  # `import torch` fails: thinc's own backend
+        assert torch_products() is None
 
 
 def test_ner_seeds_offline_top_k(store: GraphStore) -> None:
