@@ -165,18 +165,14 @@ class SymmetricForm:
     (:func:`co_mention_form`); then ``sparse`` holds every other entry."""
 
     sparse: tuple[sp.csr_matrix, ...]
-    low: sp.csr_matrix | None
-    low_t: sp.csr_matrix | None
+    low: SparseProduct | None
+    low_t: SparseProduct | None
     root: np.ndarray
     inv_root: np.ndarray
     _one: SparseProduct | None = field(init=False, repr=False, compare=False)
-    _low: tuple[SparseProduct, SparseProduct] | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        one = SparseProduct(self.sparse[0]) if len(self.sparse) == 1 else None
-        low = (SparseProduct(self.low), SparseProduct(self.low_t)) if self.low is not None and self.low_t is not None else None
-        object.__setattr__(self, "_one", one)
-        object.__setattr__(self, "_low", low)
+        object.__setattr__(self, "_one", SparseProduct(self.sparse[0]) if len(self.sparse) == 1 else None)
 
     def times(self, v: np.ndarray) -> np.ndarray:
         """``S @ v``."""
@@ -186,9 +182,8 @@ class SymmetricForm:
             first, second = self.sparse
             other = _second_core().submit(second.__matmul__, v)
             out = np.concatenate([np.asarray(first @ v), np.asarray(other.result())])
-        if self._low is not None:
-            low, low_t = self._low
-            out += low(low_t(v))
+        if self.low is not None and self.low_t is not None:
+            out += self.low(self.low_t(v))
         return out
 
 
@@ -277,7 +272,7 @@ class TypedGraph:
             split = co_mention_form(self.adjacency, mentions, self.co_weight, inv_root)
             if split is not None:
                 sparse, low = split
-                return SymmetricForm(row_blocks(sparse), low, low.T.tocsr(), root, inv_root)
+                return SymmetricForm(row_blocks(sparse), SparseProduct(low), SparseProduct(low.T.tocsr()), root, inv_root)
         scale = sp.diags(inv_root)
         return SymmetricForm(row_blocks((scale @ self.adjacency @ scale).tocsr()), None, None, root, inv_root)
 
