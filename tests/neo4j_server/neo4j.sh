@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Start / stop the project's Neo4j (Community 5.26 LTS, embedded launcher, Bolt on 127.0.0.1).
+# Start / stop the project's Neo4j (Community 2026.08, embedded launcher, Bolt on 127.0.0.1).
+# Needs a JDK 21 or later: NEO4J_JAVA_HOME, else JAVA_HOME, else `java` on PATH, else the
+# newest JDK under /usr/lib/jvm (this machine kind ships JDK 17 as `java` and a Temurin 25).
 #   tests/neo4j_server/neo4j.sh up     build if needed, start in the background, wait until a
 #                                      driver logs in (NEO4J_PORT, NEO4J_PASSWORD, NEO4J_HOME_DIR)
 #   tests/neo4j_server/neo4j.sh down   stop it (SIGTERM, clean shutdown)
@@ -14,6 +16,29 @@ PIDFILE="$NEO4J_HOME_DIR/pid"
 LOG="$NEO4J_HOME_DIR/server.log"
 PY="${PY:-$ROOT/.venv/bin/python}"
 TIMEOUT="${NEO4J_START_TIMEOUT:-180}"
+
+VERSION="$(sed -n 's:.*<neo4j.version>\(.*\)</neo4j.version>.*:\1:p' "$HERE/pom.xml")"
+MIN_JAVA=21
+
+# The feature version of a JDK home's java (25 for 25.0.3), or nothing.
+java_feature() {
+  [[ -x "$1/bin/java" ]] || return 0
+  "$1/bin/java" -XshowSettings:properties -version 2>&1 \
+    | sed -n 's/^ *java.specification.version = \([0-9]*\).*/\1/p' | head -1
+}
+
+# The first JDK home of at least MIN_JAVA, in the order above; empty when there is none.
+find_java_home() {
+  local path_home="" candidates=() home v
+  if command -v java >/dev/null 2>&1; then path_home="$(dirname "$(dirname "$(readlink -f "$(command -v java)")")")"; fi
+  candidates=("${NEO4J_JAVA_HOME:-}" "${JAVA_HOME:-}" "$path_home")
+  while IFS= read -r home; do candidates+=("$home"); done < <(ls -d /usr/lib/jvm/*/ 2>/dev/null | sed 's:/$::' | sort -rV)
+  for home in "${candidates[@]}"; do
+    [[ -n "$home" ]] || continue
+    v="$(java_feature "$home")"
+    if [[ -n "$v" ]] && (( v >= MIN_JAVA )); then echo "$home"; return 0; fi
+  done
+}
 
 running() { [[ -f "$PIDFILE" ]] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null; }
 
@@ -34,10 +59,23 @@ PY
 build() {
   if [[ ! -d "$HERE/target/lib" || "$HERE/pom.xml" -nt "$HERE/target/lib" \
         || -n "$(find "$HERE/src" -newer "$HERE/target/lib" -type f 2>/dev/null)" ]]; then
-    echo "building the Neo4j launcher (mvn -q package; jars cached in ~/.m2)"
-    (cd "$HERE" && mvn -q -B package -DskipTests)
+    echo "building the Neo4j $VERSION launcher (mvn -q package; jars cached in ~/.m2)"
+    # copy-dependencies only adds jars: another release's left in target/lib would share the classpath
+    rm -rf "$HERE/target/lib"
+    (cd "$HERE" && JAVA_HOME="$1" mvn -q -B package -DskipTests)
     touch "$HERE/target/lib"
   fi
+}
+
+# A data directory written by another Neo4j release is test data: start it afresh rather
+# than have the server refuse (or migrate) it.
+fresh_data_for_version() {
+  local mark="$NEO4J_HOME_DIR/neo4j-version"
+  if [[ -d "$NEO4J_HOME_DIR/data" && "$(cat "$mark" 2>/dev/null)" != "$VERSION" ]]; then
+    echo "removing $NEO4J_HOME_DIR/data (written by Neo4j $(cat "$mark" 2>/dev/null || echo 'of an unknown release'), not $VERSION)"
+    rm -rf "$NEO4J_HOME_DIR/data" "$NEO4J_HOME_DIR/logs"
+  fi
+  echo "$VERSION" >"$mark"
 }
 
 up() {
@@ -45,11 +83,20 @@ up() {
   if running && can_login 2>/dev/null; then echo "neo4j already running (pid $(cat "$PIDFILE"))"; return 0; fi
   # A server started from another checkout already answers with our credentials: use it.
   if ! running && can_login 2>/dev/null; then echo "neo4j already answering on bolt://127.0.0.1:$NEO4J_PORT"; return 0; fi
-  build
+  local jhome; jhome="$(find_java_home)"
+  if [[ -z "$jhome" ]]; then
+    echo "Neo4j $VERSION needs a JDK $MIN_JAVA or later; none among NEO4J_JAVA_HOME, JAVA_HOME," \
+      "java on PATH and /usr/lib/jvm/*. Install one, or point NEO4J_JAVA_HOME at it." >&2
+    exit 1
+  fi
+  build "$jhome"
   mkdir -p "$NEO4J_HOME_DIR"
   rm -f "$NEO4J_HOME_DIR/ready"
-  nohup java -Xms256m -Xmx1g -XX:+UseSerialGC -cp "$HERE/target/classes:$HERE/target/lib/*" \
-    graphroute.Neo4jDevServer >"$LOG" 2>&1 </dev/null &
+  fresh_data_for_version
+  # jdk.incubator.vector: Lucene's SIMD distances for the vector indexes (HNSW inserts and
+  # searches); without it Lucene falls back to scalar code and logs a warning.
+  nohup "$jhome/bin/java" --add-modules jdk.incubator.vector -Xms256m -Xmx1g -XX:+UseSerialGC \
+    -cp "$HERE/target/classes:$HERE/target/lib/*" graphroute.Neo4jDevServer >"$LOG" 2>&1 </dev/null &
   echo $! >"$PIDFILE"
   local deadline=$(( $(date +%s) + TIMEOUT ))
   until [[ -f "$NEO4J_HOME_DIR/ready" ]] && can_login 2>/dev/null; do
@@ -57,7 +104,7 @@ up() {
     if (( $(date +%s) > deadline )); then echo "neo4j not ready after ${TIMEOUT}s; log: $LOG" >&2; exit 1; fi
     sleep 0.5
   done
-  printf 'neo4j up on bolt://127.0.0.1:%s (pid %s) in %.1f s\n' "$NEO4J_PORT" "$(cat "$PIDFILE")" \
+  printf 'neo4j %s up on bolt://127.0.0.1:%s (pid %s, %s) in %.1f s\n' "$VERSION" "$NEO4J_PORT" "$(cat "$PIDFILE")" "$jhome" \
     "$(echo "$(date +%s.%N) - $t0" | bc)"
 }
 

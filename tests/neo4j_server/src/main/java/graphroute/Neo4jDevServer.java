@@ -17,7 +17,7 @@ import org.neo4j.dbms.api.DatabaseManagementServiceBuilder;
  * Starts Neo4j Community (embedded) with Bolt on 127.0.0.1 for graphroute's tests.
  *
  * <p>Why a launcher instead of a distribution tarball: the jars come from Maven Central
- * through Maven's own cache, so CI and developers get the same pinned 5.26 LTS with nothing
+ * through Maven's own cache, so CI and developers get the same pinned release with nothing
  * else to install. Environment: NEO4J_PORT (default 7687), NEO4J_PASSWORD (default
  * "graphroute-dev"), NEO4J_HOME_DIR (default ./run). Writes $home/ready (the Bolt address)
  * once Bolt accepts connections; stops cleanly on SIGTERM.
