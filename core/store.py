@@ -209,12 +209,15 @@ class GraphStore(ABC):
         passes one embedding window, a few thousand texts.
 
         A store that keeps several in flight (``write_concurrency`` > 1) writes each batch
-        atomically (one ``write`` each), up to that many at once, and ``meta`` after the
+        atomically (one ``write_in_flight`` each), up to that many at once, and ``meta`` after the
         last has committed. Why: one writer leaves a server's second core idle while the
         first commits (Neo4j: node and index records, the vector indexes' HNSW inserts).
         Which batches committed before a failure is not defined (later ones are not started
         and ``meta`` is not written), so callers record the documents as written only
-        through ``meta`` (the indexer marks them in flight first: ``core/indexing.py``). The
+        through ``meta`` (the indexer marks them in flight first: ``core/indexing.py``).
+        Each batch goes through :meth:`write_in_flight`, and a last :meth:`write` (with
+        ``meta``, or empty) ends the call, so a store may bump its version once there
+        instead of in every batch; readers may see the batches before that bump. The
         first batch is written alone unless the group's vector spaces already have their
         dimensions recorded (:meth:`_dims_recorded`): it may record one, which two concurrent
         first writes of a group contend for (Neo4j: ``DeadlockDetected``, retried after ~1
@@ -230,7 +233,7 @@ class GraphStore(ABC):
             return
 
         def put(b: DocumentBatch) -> None:
-            self.write(group, b.nodes, b.edges, b.vectors)
+            self.write_in_flight(group, b)
 
         rest = batches
         if not self._dims_recorded(group, {str(space) for b in batches for space in (b.vectors or {})}):
@@ -247,8 +250,13 @@ class GraphStore(ABC):
                         for later in futures:
                             later.cancel()  # the ones not started; leaving the block waits for the rest
                         raise exc
-        if meta:
-            self.write(group, meta=meta)
+        self.write(group, meta=meta)
+
+    def write_in_flight(self, group: str, batch: DocumentBatch) -> None:
+        """One batch of a concurrent :meth:`write_batches` call, atomic on its own. The
+        default is a plain :meth:`write`; a store overrides it to leave per-call bookkeeping
+        (the Neo4j store's version bump) to the ``write`` that ends the call."""
+        self.write(group, batch.nodes, batch.edges, batch.vectors)
 
     def _dims_recorded(self, group: str, spaces: Collection[str]) -> bool:
         """True when every one of ``spaces`` already has the group's vector dimension

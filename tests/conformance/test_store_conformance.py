@@ -424,6 +424,18 @@ def test_meta_and_version(store: GraphStore, group: str) -> None:
     assert store.version(group) > v4
 
 
+def test_write_batches_bumps_the_version(store: GraphStore, group: str) -> None:
+    """However a store writes a call's batches (one transaction, or several in flight), the
+    version moves once they are all written, so nothing cached before the call stays current."""
+    first, first_edges = doc(group, "d1")
+    store.write(group, first, first_edges)
+    v0 = store.version(group)
+    batches = [DocumentBatch(*doc(group, f"d{i}")) for i in range(2, 6)]
+    store.write_batches(group, batches, meta=None)
+    assert store.version(group) > v0
+    assert {n.doc_id for n in store.iter_nodes(group, Label.DOCUMENT)} == {f"d{i}" for i in range(1, 6)}
+
+
 def test_failed_write_changes_nothing(store: GraphStore, group: str) -> None:
     nodes, edges = doc(group, "d1")
     store.write(group, nodes, edges)
