@@ -1,4 +1,4 @@
-"""The Neo4j store: the same protocol on a Neo4j 5 server, through the official driver.
+"""The Neo4j store: the same protocol on a Neo4j server (5.26 or a 2025+ release), through the official driver.
 
 Model (everything carries ``group``; no query ever matches without it):
 
@@ -124,7 +124,7 @@ class _Vector(list):  # type: ignore[type-arg]
 
 
 class Neo4jStore(GraphStore):
-    """GraphStore on a Neo4j 5 server (see the module docstring for the model)."""
+    """GraphStore on a Neo4j server (5.26 or 2025+) (see the module docstring for the model)."""
 
     backend = "neo4j"
 
@@ -835,7 +835,7 @@ class Neo4jStore(GraphStore):
 
 
 class Neo4jBackend(StoreBackend):
-    """Neo4j store: a Neo4j 5 server over Bolt (neo4j://, bolt://), official driver."""
+    """Neo4j store: a Neo4j server (5.26 or 2025+) over Bolt (neo4j://, bolt://), official driver."""
 
     name = "neo4j"
 
