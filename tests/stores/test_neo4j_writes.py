@@ -222,7 +222,6 @@ def test_the_vector_index_is_created_quantized_only_when_asked(group: str, quant
         name = f"gr_vec_{space}_{DIM}"
         with s._driver.session() as session:
             session.run(f"DROP INDEX {name} IF EXISTS").consume()  # from an earlier run, maybe otherwise made
-        s._vector_indexes.clear()
         nodes = [sentence(group, i) for i in range(3)]
         s.write(group, nodes, [], {space: ([n.id for n in nodes], unit(np.random.default_rng(6), 3))})
         with s._driver.session() as session:
