@@ -45,7 +45,7 @@ unit: install neo4j-up
 test-load: install neo4j-up
 	$(VENV)/bin/pytest -q -s -m load tests/reliability
 
-# Neo4j Community 5.26 LTS for development and CI (tests/neo4j_server: Maven-built embedded
+# Neo4j Community 2026.08 for development and CI (tests/neo4j_server: Maven-built embedded
 # launcher, Bolt on 127.0.0.1:NEO4J_PORT or 7687, user neo4j, password NEO4J_PASSWORD or graphroute-dev).
 neo4j-up: install
 	PY=$(abspath $(PY)) tests/neo4j_server/neo4j.sh up
