@@ -210,6 +210,60 @@ def test_batches_in_flight_leave_the_version_bump_to_the_call_s_last_write(store
     assert store.version(group) > v0
 
 
+def _edge_rows(store: Neo4jStore, group: str) -> list[tuple[str, str, str, str | None, dict]]:
+    return sorted((e.src, str(e.type), e.dst, e.doc_id, e.props) for e in store.iter_edges(group))
+
+
+@needs_server
+def test_a_batch_in_flight_creates_its_own_edges_once_and_merges_the_ones_that_leave_it(
+    store: Neo4jStore, group: str
+) -> None:
+    """``write_in_flight`` creates a new batch's nodes and the edges between them in one
+    statement; an edge written twice in the batch exists once with its last values, and an
+    edge to a node stored earlier still goes through ``MERGE`` (so it is not doubled)."""
+    rng = np.random.default_rng(11)
+    store.write(group, [sentence(group, 99, doc="old")], [])
+    nodes = [sentence(group, i, doc="d1") for i in range(3)]
+    edges = [
+        Edge(src=nodes[0].id, type=EdgeType.NEXT, dst=nodes[1].id, group=group, doc_id="d1", props={"n": 1}),
+        Edge(src=nodes[0].id, type=EdgeType.NEXT, dst=nodes[1].id, group=group, doc_id="d1", props={"n": 2}),
+        Edge(src=nodes[1].id, type=EdgeType.NEXT, dst=nodes[2].id, group=group, doc_id="d1"),
+        Edge(src=nodes[2].id, type=EdgeType.PART_OF, dst=nodes[0].id, group=group, doc_id="d1"),
+        Edge(src=nodes[2].id, type=EdgeType.RELATED_TO, dst="old/s/99", group=group, doc_id="d1", props={"w": 0.5}),
+    ]
+    store.write(group, [], [edges[-1]])  # the leaving edge exists already: MERGE keeps one
+    store.write_in_flight(group, DocumentBatch(nodes, edges, {VectorSpace.SENTENCE: ([n.id for n in nodes], unit(rng, 3))}))
+    assert _edge_rows(store, group) == sorted(
+        [
+            (nodes[0].id, "NEXT", nodes[1].id, "d1", {"n": 2}),
+            (nodes[1].id, "NEXT", nodes[2].id, "d1", {}),
+            (nodes[2].id, "PART_OF", nodes[0].id, "d1", {}),
+            (nodes[2].id, "RELATED_TO", "old/s/99", "d1", {"w": 0.5}),
+        ]
+    )
+    assert len(store.vector_search(group, VectorSpace.SENTENCE, unit(rng, 1)[0], 10)) == 3  # the batch's vectors
+
+
+@needs_server
+def test_a_batch_in_flight_whose_node_exists_is_merged_instead(store: Neo4jStore, group: str) -> None:
+    """A batch that breaks write_batches' "new documents" contract (a node of it is stored
+    already) fails the create statement's unique constraint, which rolls it back whole; it is
+    then written through MERGE, so nothing is doubled and nothing of it is lost."""
+    rng = np.random.default_rng(12)
+    first = [sentence(group, i, doc="d1") for i in range(2)]
+    store.write(group, first, [Edge(src=first[0].id, type=EdgeType.NEXT, dst=first[1].id, group=group, doc_id="d1")])
+    again = [*first, sentence(group, 2, doc="d1")]
+    edges = [
+        Edge(src=first[0].id, type=EdgeType.NEXT, dst=first[1].id, group=group, doc_id="d1"),
+        Edge(src=first[1].id, type=EdgeType.NEXT, dst=again[2].id, group=group, doc_id="d1"),
+    ]
+    store.write_in_flight(group, DocumentBatch(again, edges, {VectorSpace.SENTENCE: ([n.id for n in again], unit(rng, 3))}))
+    assert store.counts(group)["nodes"]["Sentence"] == 3
+    assert _edge_rows(store, group) == sorted(
+        [(first[0].id, "NEXT", first[1].id, "d1", {}), (first[1].id, "NEXT", again[2].id, "d1", {})]
+    )
+
+
 @needs_server
 @pytest.mark.parametrize("quantized", [False, True])
 def test_the_vector_index_is_created_quantized_only_when_asked(group: str, quantized: bool) -> None:
