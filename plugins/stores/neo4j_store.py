@@ -11,8 +11,8 @@ Model (everything carries ``group``; no query ever matches without it):
   ``(src, type, dst)`` like the embedded store (``MERGE``), never dangling (both endpoints
   are ``MATCH``-ed first). The batches of new documents that ``write_batches`` keeps in
   flight ``CREATE`` their nodes and the edges between them instead (nothing of theirs
-  exists yet), and fall back to ``MERGE`` when a node does. A relationship type is the one thing spliced into write queries
-  (Cypher's dynamic ``$(type)`` makes MERGE scan every relationship): only names from the
+  exists yet), and fall back to ``MERGE`` when a node does. A relationship type is the one
+  thing spliced into write queries (Cypher's dynamic ``$(type)`` makes MERGE scan every relationship): only names from the
   allow-list (EdgeType plus the ``extra_edge_types`` setting, each ``[A-Z][A-Z0-9_]*``).
   Values - ids, titles, group names, text - are always parameters.
 * Lookups by id carry ``USING INDEX n:GRNode(group, id)``: left alone, the planner prefers
@@ -72,6 +72,14 @@ _BATCH = 1000
 # Nodes of a batch of new documents created by one statement with the edges between them
 # (Neo4jStore._create_new); a larger batch takes the MERGE path, 1,000 rows a statement.
 _CREATE_MAX = 20_000
+# What a write sets on a node (``n``) and on an edge (``r``) from its parameter ``row``, the
+# same whether the statement MERGEs or CREATEs them.
+_NODE_SET = (
+    "SET n.label = row.label, n.doc_id = row.doc_id, n.props = row.props, "
+    + ", ".join(f"n.p_{p} = row.{p}" for p in INDEXED_PROPS)
+    + " SET n += row.vec"
+)
+_EDGE_SET = "SET r.group = $g, r.doc_id = row.doc_id, r.props = row.props"
 SCHEMA_ATTEMPTS = 5  # tries of one schema statement on a transient error (deadlock between two new stores)
 T = TypeVar("T")
 
@@ -473,10 +481,7 @@ class Neo4jStore(GraphStore):
                 merged_nodes = ()
             for batch in _batches(merged_nodes):
                 tx.run(
-                    "UNWIND $rows AS row MERGE (n:GRNode {group: $g, id: row.id}) "
-                    "SET n.label = row.label, n.doc_id = row.doc_id, n.props = row.props, "
-                    + ", ".join(f"n.p_{p} = row.{p}" for p in INDEXED_PROPS)
-                    + " SET n += row.vec",
+                    f"UNWIND $rows AS row MERGE (n:GRNode {{group: $g, id: row.id}}) {_NODE_SET}",
                     g=group,
                     rows=list(batch),
                 ).consume()
@@ -485,8 +490,7 @@ class Neo4jStore(GraphStore):
                     tx.run(
                         "UNWIND $rows AS row MATCH (a:GRNode {group: $g, id: row.src}) USING INDEX SEEK a:GRNode(group, id) "
                         "MATCH (b:GRNode {group: $g, id: row.dst}) USING INDEX SEEK b:GRNode(group, id) "
-                        f"MERGE (a)-[r:`{etype}`]->(b) "
-                        "SET r.group = $g, r.doc_id = row.doc_id, r.props = row.props",
+                        f"MERGE (a)-[r:`{etype}`]->(b) {_EDGE_SET}",
                         g=group,
                         rows=list(batch),
                     ).consume()
@@ -537,15 +541,12 @@ class Neo4jStore(GraphStore):
         types = sorted(inner)
         # one unit subquery per type: a type cannot be a parameter of CREATE before Cypher 25
         per_type = " ".join(
-            f"CALL (ns) {{ UNWIND $edges[{i}] AS e WITH ns[e.a] AS a, ns[e.b] AS b, e "
-            f"CREATE (a)-[r:`{t}`]->(b) SET r.group = $g, r.doc_id = e.doc_id, r.props = e.props }}"
+            f"CALL (ns) {{ UNWIND $edges[{i}] AS row WITH ns[row.a] AS a, ns[row.b] AS b, row "
+            f"CREATE (a)-[r:`{t}`]->(b) {_EDGE_SET} }}"
             for i, t in enumerate(types)
         )
         tx.run(
-            "UNWIND $rows AS row CREATE (n:GRNode {group: $g, id: row.id}) "
-            "SET n.label = row.label, n.doc_id = row.doc_id, n.props = row.props, "
-            + ", ".join(f"n.p_{p} = row.{p}" for p in INDEXED_PROPS)
-            + " SET n += row.vec"
+            f"UNWIND $rows AS row CREATE (n:GRNode {{group: $g, id: row.id}}) {_NODE_SET}"
             + (f" WITH collect(n) AS ns {per_type}" if types else ""),
             g=group,
             rows=node_rows,
