@@ -5,10 +5,10 @@ Two families live here, and nowhere else:
 * **Index records** (`Node`, `Edge`) are what stores persist. They are deliberately generic
   (a label plus a property dict) so one store protocol serves every node type; the
   constants in `Label` and `EdgeType` name the types the built-in plugins write.
-* **Query records** (`Evidence`, `Seed`, `Citation`, `StageTrace`, `QueryResult`) are what
-  stages exchange at query time and what `graphroute query --json` prints. All are pydantic
-  models but `Seed`, a plain dataclass because a question makes thousands (see its
-  docstring).
+* **Query records** (`Evidence`, `Seed`, `SeedArray`, `Citation`, `StageTrace`,
+  `QueryResult`) are what stages exchange at query time and what `graphroute query --json`
+  prints. All are pydantic models but `Seed` and `SeedArray`: a question makes thousands of
+  seeds (see their docstrings).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 
@@ -150,6 +151,49 @@ class Seed:
     weight: float = 1.0
     tier: str = "entity"  # entity | structural | thematic
     strategy: str | None = None  # which resolution strategy matched (exact, alias, fuzzy, ...)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class SeedArray:
+    """Many seeds of one tier at once: node ids and their weights, side by side.
+
+    Why a second shape beside :class:`Seed`: Route 5's passage tier hands PPR the ~1,000
+    chunks a dense search scored, and as records they cost more than the search itself -
+    made, unified and read back one Python object at a time (nineteenth round of
+    docs/performance.md). As arrays those steps are a few vector operations. A stage that
+    makes a handful of named seeds keeps making :class:`Seed` records; stages that read seeds
+    read both ``QueryState.seeds`` and ``QueryState.seed_arrays`` (or
+    ``QueryState.all_seeds()``, which turns the arrays into records).
+
+    Each node appears once (its seed name is its node id) and the order carries no meaning.
+    Immutable - the weights are a read-only copy - so a forked branch state shares the array
+    instead of copying it."""
+
+    node_ids: tuple[str, ...]
+    weights: np.ndarray  # float64, one per node id
+    tier: str
+    strategy: str | None = None
+
+    def __post_init__(self) -> None:
+        ids = tuple(self.node_ids)
+        weights = np.array(self.weights, dtype=np.float64)
+        if weights.shape != (len(ids),):
+            raise ValueError(f"SeedArray: {len(ids)} node ids but weights of shape {weights.shape}")
+        if len(set(ids)) != len(ids):
+            raise ValueError("SeedArray: a node id appears twice; give each node one weight")
+        weights.flags.writeable = False
+        object.__setattr__(self, "node_ids", ids)
+        object.__setattr__(self, "weights", weights)
+
+    def __len__(self) -> int:
+        return len(self.node_ids)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> SeedArray:
+        return self  # immutable: a deep copy may share it
+
+    def records(self) -> list[Seed]:
+        """The same seeds as :class:`Seed` records."""
+        return [Seed(n, n, w, self.tier, self.strategy) for n, w in zip(self.node_ids, self.weights.tolist(), strict=True)]
 
 
 class ScoredNode(BaseModel):

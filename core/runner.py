@@ -94,6 +94,14 @@ def merge_states(base: QueryState, branches: list[QueryState], mode: str, rrf_k:
             if key not in seen_seeds:
                 seen_seeds.add(key)
                 base.seeds.append(s)
+    # seed arrays are immutable and shared, not copied, by a fork: one already in ``base``
+    # comes back from every branch as the same object
+    have_arrays = {id(a) for a in base.seed_arrays}
+    for b in branches:
+        for a in b.seed_arrays:
+            if id(a) not in have_arrays:
+                have_arrays.add(id(a))
+                base.seed_arrays.append(a)
     ents: dict[str, ScoredNode] = {e.id: e for e in base.entities}
     for b in branches:
         for e in b.entities:

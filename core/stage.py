@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from .models import Citation, Evidence, ScoredNode, Seed
+from .models import Citation, Evidence, ScoredNode, Seed, SeedArray
 
 if TYPE_CHECKING:
     from .services import Services
@@ -41,7 +41,7 @@ class Slot(StrEnum):
 
     QUERY = "query"  # always available: the question and the group
     SEED_NAMES = "seed_names"  # names pulled from the query (NER)
-    SEEDS = "seeds"  # seeds resolved to nodes, with tier weights
+    SEEDS = "seeds"  # seeds resolved to nodes, with tier weights: records and arrays
     TIER_WEIGHTS = "tier_weights"  # (w1, w2, w3) and damping chosen for the query
     ENTITIES = "entities"  # ranked entities (e.g. after PPR)
     EVIDENCE = "evidence"  # ranked evidence records
@@ -63,6 +63,7 @@ class QueryState:
     group: str
     seed_names: list[str] = field(default_factory=list)
     seeds: list[Seed] = field(default_factory=list)
+    seed_arrays: list[SeedArray] = field(default_factory=list)  # many seeds of one tier (SeedArray)
     tier_weights: dict[str, float] = field(default_factory=dict)
     damping: float | None = None
     profile: str | None = None
@@ -83,7 +84,7 @@ class QueryState:
             case Slot.SEED_NAMES:
                 return len(self.seed_names)
             case Slot.SEEDS:
-                return len(self.seeds)
+                return len(self.seeds) + sum(len(a) for a in self.seed_arrays)
             case Slot.TIER_WEIGHTS:
                 return len(self.tier_weights)
             case Slot.ENTITIES:
@@ -95,6 +96,10 @@ class QueryState:
             case Slot.ANSWER:
                 return len(self.citations) if self.answer else 0
         return 0
+
+    def all_seeds(self) -> list[Seed]:
+        """Every seed as a :class:`Seed` record: ``seeds``, then each of ``seed_arrays``."""
+        return [*self.seeds, *(s for a in self.seed_arrays for s in a.records())]
 
     def fork(self) -> QueryState:
         """An independent copy for a parallel branch."""

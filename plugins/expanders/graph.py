@@ -32,6 +32,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
+from itertools import compress
 from typing import Any, Literal
 
 import numpy as np
@@ -675,16 +676,15 @@ class PPR(Stage):
         p = self.params
         damping = p.damping if p.damping is not None else (state.damping or DEFAULT_DAMPING)
         store = ctx.services.store
-        seeds = [s for s in state.seeds if s.node_id and s.weight > 0]
-        ctx.stats.update({"seeds": len(seeds), "damping": round(damping, 4)})
-        if not seeds:
+        seed_ids, seed_weights = teleport_seeds(state)
+        ctx.stats.update({"seeds": len(seed_ids), "damping": round(damping, 4)})
+        if not seed_ids:
             state.entities = []
             ctx.stats.update({"converged": True, "entities_ranked": 0, "reason": "no resolved seeds"})
             return
         g = typed_graph(store, state.group, self.weights())
         # seeds absent from the graph (entities without any edge) still rank: add them as
         # isolated nodes, which teleport all their mass back to the seeds
-        seed_ids = [s.node_id for s in seeds if s.node_id]
         index = g.index
         extra = sorted({i for i in seed_ids if i not in index})
         n = len(g.ids) + len(extra)
@@ -695,11 +695,10 @@ class PPR(Stage):
             is_ent = np.concatenate([is_ent, np.fromiter((is_entity_id(x) for x in extra), dtype=bool, count=len(extra))])
             ids = (*g.ids, *extra)
             pos = {**index, **{x: len(g.ids) + k for k, x in enumerate(extra)}}
-        # Route 5 hands over ~1,000 seeds: one vectorised scatter-add (in seed order, so the
-        # sums are the loop's to the bit) instead of a numpy scalar update per seed
+        # one vectorised scatter-add, in seed order, so the sums are a per-seed loop's to the bit
         teleport = np.zeros(n, dtype=np.float64)
         rows = np.fromiter((pos[i] for i in seed_ids), dtype=np.int64, count=len(seed_ids))
-        np.add.at(teleport, rows, np.fromiter((s.weight for s in seeds if s.node_id), dtype=np.float64, count=len(seed_ids)))
+        np.add.at(teleport, rows, seed_weights)
         if p.solver == "direct":
             raw, factorised = direct_pagerank(g, teleport, damping=damping)
             ctx.stats.update({"solver": "direct", "factorised": factorised, "converged": True})
@@ -735,6 +734,19 @@ class PPR(Stage):
                 "top": [{"entity": e.name or e.id, "score": round(e.score, 6)} for e in state.entities[:5]],
             }
         )
+
+
+def teleport_seeds(state: QueryState) -> tuple[list[str], np.ndarray]:
+    """The node ids and weights of the state's positive seeds, records then arrays: what
+    the teleport vector is made of. Route 5 hands over ~1,000 of them in a SeedArray."""
+    records = [s for s in state.seeds if s.node_id and s.weight > 0]
+    ids = [s.node_id or "" for s in records]
+    weights = [np.fromiter((s.weight for s in records), dtype=np.float64, count=len(records))]
+    for a in state.seed_arrays:
+        positive = a.weights > 0
+        ids += a.node_ids if positive.all() else compress(a.node_ids, positive)
+        weights.append(a.weights[positive])
+    return ids, np.concatenate(weights)
 
 
 def _scored(node_id: str, score: float, node: Node | None) -> ScoredNode:

@@ -19,13 +19,15 @@ import threading
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from itertools import chain, compress
 from typing import Any, Literal
 
 import numpy as np
 from graphroute.core.hookspecs import hookimpl
-from graphroute.core.models import EdgeType, Label, Seed
+from graphroute.core.models import EdgeType, Label, Seed, SeedArray
 from graphroute.core.stage import QueryState, Slot, Stage, StageContext, StageKind, StageParams
 from graphroute.core.store import GraphStore, per_version
+from graphroute.core.topk import largest
 from pydantic import BaseModel, ConfigDict, Field
 
 TIERS: tuple[str, ...] = ("entity", "structural", "thematic")
@@ -317,15 +319,23 @@ class PassageSeeds(Stage):
         # normalised as a tier by unified_seeds (passage weight ``w_passage``).
         p = self.params
         hits = ctx.services.store.vector_search(state.group, "chunk", ctx.query_vector(state.question), p.top_k)
-        kept = [(c, float(s)) for c, s in hits if s >= p.min_score and s > 0]
-        if p.normalize == "minmax" and kept:
-            scores = [s for _, s in kept]
-            lo, hi = min(scores), max(scores)
-            # the lowest hit scales to 0 and drops out; all equal: every hit weighs 1
-            kept = [(c, (s - lo) / (hi - lo)) for c, s in kept if s > lo] if hi > lo else [(c, 1.0) for c, _ in kept]
-        # positional: ~1,000 seeds a question, and keyword arguments double a slotted init's cost
-        state.seeds.extend([Seed(c, c, s, PASSAGE_TIER, "chunk_vector") for c, s in kept])
-        ctx.stats.update({"hits": len(hits), "seeds": len(kept), "top": [{"chunk": c, "score": round(s, 4)} for c, s in kept[:5]]})
+        scores = np.fromiter((s for _, s in hits), dtype=np.float64, count=len(hits))
+        keep = (scores >= p.min_score) & (scores > 0)
+        weights = scores
+        if p.normalize == "minmax" and keep.any():
+            lo, hi = scores[keep].min(), scores[keep].max()
+            if hi > lo:
+                # the lowest hit scales to 0 and drops out
+                weights = (scores - lo) / (hi - lo)
+                keep &= scores > lo
+            else:  # all equal: every hit weighs 1
+                weights = np.ones_like(scores)
+        rows = np.flatnonzero(keep)
+        # one SeedArray, not ~1,000 Seed records (see SeedArray)
+        seeds = SeedArray(tuple(hits[i][0] for i in rows), weights[rows], PASSAGE_TIER, "chunk_vector")
+        state.seed_arrays.append(seeds)
+        top = [{"chunk": c, "score": round(w, 4)} for c, w in zip(seeds.node_ids[:5], seeds.weights[:5].tolist(), strict=True)]
+        ctx.stats.update({"hits": len(hits), "seeds": len(seeds), "top": top})
 
 
 # --------------------------------------------------------------------------- weight profile
@@ -536,57 +546,128 @@ def redistribute(weights: Mapping[str, float], present: Mapping[str, bool]) -> d
     return eff
 
 
-def unify(seeds: Sequence[Seed], weights: Mapping[str, float]) -> list[Seed]:
+def unify(
+    seeds: Sequence[Seed], weights: Mapping[str, float], arrays: Sequence[SeedArray] = ()
+) -> tuple[list[Seed], list[SeedArray]]:
     """route5 §2.4 ``build_unified_seeds``: normalise within each tier, multiply by the
-    tier weight, sum per node, normalise to a distribution. Each output seed keeps the name
-    and tier of its largest contribution; ties keep the earlier tier."""
-    by_tier: dict[str, list[Seed]] = defaultdict(list)
+    tier weight, sum per node, normalise to a distribution.
+
+    Each node comes out once, named and tiered after its largest contribution (ties keep
+    the earlier tier): as a :class:`Seed` record when that contribution was a record
+    (records best first), else in a :class:`SeedArray` of the same tier and strategy as
+    the array it came from. The sums run in the order a per-seed loop would add them, so
+    arrays and records give the same weights to the bit."""
+    records: dict[str, list[Seed]] = defaultdict(list)
     for s in seeds:
         if s.node_id and s.weight > 0:
-            by_tier[s.tier].append(s)
-    total: dict[str, float] = defaultdict(float)
-    best: dict[str, tuple[float, Seed]] = {}
-    for tier in [*TIERS, *sorted(t for t in by_tier if t not in TIERS)]:
-        items = by_tier.get(tier, [])
-        mass = sum(s.weight for s in items)
+            records[s.tier].append(s)
+    blocks: dict[str, list[SeedArray]] = defaultdict(list)
+    for a in arrays:
+        positive = a.weights > 0
+        if positive.all():
+            blocks[a.tier].append(a)
+        elif positive.any():
+            blocks[a.tier].append(SeedArray(tuple(compress(a.node_ids, positive)), a.weights[positive], a.tier, a.strategy))
+    row: dict[str, int] = {}  # node -> row, in the order nodes first contribute
+    # one part per tier's records and per array: (rows, contributions, where they came from)
+    parts: list[tuple[np.ndarray, np.ndarray, list[Seed] | SeedArray]] = []
+    for tier in [*TIERS, *sorted(t for t in {*records, *blocks} if t not in TIERS)]:
+        items, tier_arrays = records.get(tier, []), blocks.get(tier, [])
+        mass = sum(chain((s.weight for s in items), *(a.weights.tolist() for a in tier_arrays)))
         w = float(weights.get(tier, 0.0))
-        if not items or mass <= 0 or w <= 0:
+        if mass <= 0 or w <= 0:
             continue
-        for s in items:
-            contrib = w * s.weight / mass
-            assert s.node_id is not None
-            total[s.node_id] += contrib
-            if s.node_id not in best or contrib > best[s.node_id][0]:
-                best[s.node_id] = (contrib, s)
-    z = sum(total.values())
+        if items:
+            rows = np.fromiter((row.setdefault(s.node_id or "", len(row)) for s in items), dtype=np.int64, count=len(items))
+            parts.append((rows, np.array([w * s.weight / mass for s in items]), items))
+        for a in tier_arrays:
+            rows = np.fromiter((row.setdefault(n, len(row)) for n in a.node_ids), dtype=np.int64, count=len(a))
+            parts.append((rows, w * a.weights / mass, a))
+    total = np.zeros(len(row))
+    best = np.full(len(row), -np.inf)
+    winner = np.full(len(row), -1, dtype=np.int64)  # the part of each node's largest contribution
+    winner_at = np.zeros(len(row), dtype=np.int64)  # and its place in a records part
+    for k, (rows, contrib, source) in enumerate(parts):
+        np.add.at(total, rows, contrib)  # unbuffered: a node named twice adds up in order
+        if isinstance(source, SeedArray):  # each node once: compare all at once
+            better = contrib > best[rows]
+            best[rows[better]] = contrib[better]
+            winner[rows[better]] = k
+            continue
+        for j, (r, c) in enumerate(zip(rows.tolist(), contrib.tolist(), strict=True)):
+            if c > best[r]:
+                best[r], winner[r], winner_at[r] = c, k, j
+    z = sum(total.tolist())
     if z <= 0:
-        return []
-    # one seed per node, named after its largest contribution (positional: ~1,100 a question)
-    out = []
-    for n, v in total.items():
-        top = best[n][1]
-        out.append(Seed(top.name, n, v / z, top.tier, top.strategy))
-    out.sort(key=lambda s: (-s.weight, s.node_id or ""))
-    return out
+        return [], []
+    share = total / z
+    nodes = list(row)
+    out_records: list[Seed] = []
+    out_arrays: list[SeedArray] = []
+    for k, (_rows, _contrib, source) in enumerate(parts):
+        mine = np.flatnonzero(winner == k)
+        if not len(mine):
+            continue
+        if isinstance(source, SeedArray):
+            out_arrays.append(SeedArray(tuple(nodes[i] for i in mine.tolist()), share[mine], source.tier, source.strategy))
+            continue
+        for i in mine.tolist():
+            top = source[int(winner_at[i])]
+            out_records.append(Seed(top.name, nodes[i], float(share[i]), top.tier, top.strategy))
+    out_records.sort(key=lambda s: (-s.weight, s.node_id or ""))
+    return out_records, out_arrays
 
 
-def with_specificity(store: GraphStore, group: str, seeds: Sequence[Seed]) -> list[Seed]:
+def top_seeds(records: Sequence[Seed], arrays: Sequence[SeedArray], k: int) -> list[Seed]:
+    """The ``k`` heaviest seeds of records and arrays together, ties by node id (the trace's "top")."""
+    cands = list(records)
+    for a in arrays:
+        for i in largest(a.weights, np.arange(len(a)), k).tolist():
+            cands.append(Seed(a.node_ids[i], a.node_ids[i], float(a.weights[i]), a.tier, a.strategy))
+    return sorted(cands, key=lambda s: (-s.weight, s.node_id or ""))[:k]
+
+
+def with_specificity(
+    store: GraphStore, group: str, seeds: Sequence[Seed], arrays: Sequence[SeedArray] = ()
+) -> tuple[list[Seed], list[SeedArray]]:
     """Entity-tier seeds weighted by node specificity 1 / chunks mentioning the entity
     (HippoRAG, Gutierrez et al. 2024): a seed named in hundreds of passages spreads its
     teleport mass over all of them, so it should carry less of it. Other tiers unchanged."""
     ids = [s.node_id for s in seeds if s.tier == "entity" and s.node_id]
+    ids += [n for a in arrays if a.tier == "entity" for n in a.node_ids]
     if not ids:
-        return list(seeds)
+        return list(seeds), list(arrays)
     counts: dict[str, int] = {}
     for node in store.get_nodes(group, list(dict.fromkeys(ids))):
         n = node.props.get("chunk_count")
         if isinstance(n, int | float) and not isinstance(n, bool) and n > 0:
             counts[node.id] = int(n)
-    return [
+    out = [
         replace(s, weight=s.weight / counts.get(s.node_id, 1))
         if s.tier == "entity" and s.node_id else s
         for s in seeds
     ]
+    out_arrays = [
+        SeedArray(a.node_ids, a.weights / np.array([counts.get(n, 1) for n in a.node_ids], dtype=np.float64), a.tier, a.strategy)
+        if a.tier == "entity" else a
+        for a in arrays
+    ]
+    return out, out_arrays
+
+
+def tier_report(nominal: float, effective: float, records: Sequence[Seed], arrays: Sequence[SeedArray]) -> dict[str, Any]:
+    """One tier in unified_seeds' trace: its weights, its first 15 seeds with their share of
+    the tier, and how many seeds it had."""
+    listed = [(s.name, s.node_id, s.weight) for s in records[:15]]
+    for a in arrays:
+        listed += [(n, n, w) for n, w in zip(a.node_ids[: 15 - len(listed)], a.weights.tolist(), strict=False)]
+    mass = sum(s.weight for s in records) + sum(float(a.weights.sum()) for a in arrays) or 1.0
+    return {
+        "nominal": round(nominal, 4),
+        "effective": round(effective, 4),
+        "seeds": [{"name": name, "node": node, "weight": round(w / mass, 4)} for name, node, w in listed],
+        "count": len(records) + sum(len(a) for a in arrays),
+    }
 
 
 class UnifiedSeeds(Stage):
@@ -620,37 +701,29 @@ class UnifiedSeeds(Stage):
 
     def run(self, state: QueryState, ctx: StageContext) -> None:
         p = self.params
+        seeds, arrays = state.seeds, state.seed_arrays
         if p.specificity:
-            state.seeds = with_specificity(ctx.services.store, state.group, state.seeds)
+            seeds, arrays = with_specificity(ctx.services.store, state.group, seeds, arrays)
         nominal_src = state.tier_weights or {"w1": p.w1, "w2": p.w2, "w3": p.w3}
         nominal = {t: float(nominal_src.get(TIER_KEYS[t], 0.0)) for t in TIERS}
         resolved: dict[str, list[Seed]] = defaultdict(list)  # tier -> its seeds with a node
-        for s in state.seeds:
+        for s in seeds:
             if s.node_id:
                 resolved[s.tier].append(s)
-        present = {t: any(s.weight > 0 for s in resolved[t]) for t in TIERS}
-        eff = redistribute(nominal, present) if p.redistribute else dict(nominal)
-        tiers_report: dict[str, Any] = {}
-        for t in TIERS:
-            items = resolved[t]
-            mass = sum(s.weight for s in items) or 1.0
-            tiers_report[t] = {
-                "nominal": round(nominal[t], 4),
-                "effective": round(eff[t], 4),
-                "seeds": [{"name": s.name, "node": s.node_id, "weight": round(s.weight / mass, 4)} for s in items[:15]],
-                "count": len(items),
-            }
-        passage = [s for s in resolved[PASSAGE_TIER] if s.weight > 0]
+        blocks: dict[str, list[SeedArray]] = defaultdict(list)
+        for a in arrays:
+            blocks[a.tier].append(a)
+
+        def present(tier: str) -> bool:
+            return any(s.weight > 0 for s in resolved[tier]) or any(bool((a.weights > 0).any()) for a in blocks[tier])
+
+        eff = redistribute(nominal, {t: present(t) for t in TIERS}) if p.redistribute else dict(nominal)
+        tiers_report = {t: tier_report(nominal[t], eff[t], resolved[t], blocks[t]) for t in TIERS}
         passage_report: dict[str, Any] | None = None  # reported apart: "tiers" stays the reference's three
-        if passage or p.w_passage:
-            mass = sum(s.weight for s in passage) or 1.0
-            passage_report = {
-                "nominal": round(p.w_passage, 4),
-                "effective": round(p.w_passage if passage else 0.0, 4),
-                "seeds": [{"name": s.name, "node": s.node_id, "weight": round(s.weight / mass, 4)} for s in passage[:15]],
-                "count": len(passage),
-            }
-        state.seeds = unify(state.seeds, {**eff, PASSAGE_TIER: p.w_passage})
+        if present(PASSAGE_TIER) or p.w_passage:
+            passage = [s for s in resolved[PASSAGE_TIER] if s.weight > 0]
+            passage_report = tier_report(p.w_passage, p.w_passage if present(PASSAGE_TIER) else 0.0, passage, blocks[PASSAGE_TIER])
+        state.seeds, state.seed_arrays = unify(seeds, {**eff, PASSAGE_TIER: p.w_passage}, arrays)
         state.tier_weights = {TIER_KEYS[t]: eff[t] for t in TIERS}
         if p.dynamic_damping and not state.extras.get("damping_fixed"):
             base, slope = state.extras.get("damping_formula", (0.70, 0.20))
@@ -661,8 +734,8 @@ class UnifiedSeeds(Stage):
                 "tiers": tiers_report,
                 **({"passage_tier": passage_report} if passage_report is not None else {}),
                 "damping": round(state.damping, 4) if state.damping is not None else None,
-                "unified_seeds": len(state.seeds),
-                "top": [{"name": s.name, "tier": s.tier, "weight": round(s.weight, 4)} for s in state.seeds[:10]],
+                "unified_seeds": state.size(Slot.SEEDS),
+                "top": [{"name": s.name, "tier": s.tier, "weight": round(s.weight, 4)} for s in top_seeds(state.seeds, state.seed_arrays, 10)],
             }
         )
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from graphroute.core.engine import open_store
-from graphroute.core.models import Edge, EdgeType, Label, Node, Seed
+from graphroute.core.models import Edge, EdgeType, Label, Node, Seed, SeedArray
 from graphroute.core.services import Services
 from graphroute.core.stage import QueryState, StageContext
 from graphroute.core.store import GraphStore
@@ -23,16 +23,21 @@ def ent_seed(node: str, w: float, tier: str) -> Seed:
     return Seed(name=node, node_id=f"ent:{node}", weight=w, tier=tier)
 
 
-def test_passage_tier_is_normalised_and_weighted_beside_the_three_tiers() -> None:
-    seeds = [
-        ent_seed("a", 2.0, "entity"),
-        Seed(name="c1", node_id="c1", weight=0.6, tier=PASSAGE_TIER),
-        Seed(name="c2", node_id="c2", weight=0.2, tier=PASSAGE_TIER),
-    ]
-    w = {s.node_id: s.weight for s in unify(seeds, {"entity": 0.5, "structural": 0.3, "thematic": 0.2, PASSAGE_TIER: 0.5})}
+@pytest.mark.parametrize("as_array", [False, True], ids=["records", "array"])
+def test_passage_tier_is_normalised_and_weighted_beside_the_three_tiers(as_array: bool) -> None:
+    seeds = [ent_seed("a", 2.0, "entity")]
+    arrays = []
+    if as_array:
+        arrays = [SeedArray(("c1", "c2"), np.array([0.6, 0.2]), PASSAGE_TIER)]
+    else:
+        seeds += [Seed(name="c1", node_id="c1", weight=0.6, tier=PASSAGE_TIER), Seed(name="c2", node_id="c2", weight=0.2, tier=PASSAGE_TIER)]
+    records, out_arrays = unify(seeds, {"entity": 0.5, "structural": 0.3, "thematic": 0.2, PASSAGE_TIER: 0.5}, arrays)
+    w = {s.node_id: s.weight for s in [*records, *(s for a in out_arrays for s in a.records())]}
     # entity tier alone holds its 0.5 (plus nothing else present), passages share 0.5 by 3:1
     assert w["ent:a"] == pytest.approx(0.5 / 1.0)
     assert w["c1"] == pytest.approx(0.5 * 0.75 / 1.0) and w["c2"] == pytest.approx(0.5 * 0.25 / 1.0)
+    # passages keep the shape they came in
+    assert [s.node_id for s in records] == (["ent:a"] if as_array else ["ent:a", "c1", "c2"])
 
 
 def _ctx(store: GraphStore | None = None) -> StageContext:
@@ -40,22 +45,29 @@ def _ctx(store: GraphStore | None = None) -> StageContext:
     return StageContext(services=services, stage_id="t")
 
 
-def test_unified_seeds_ignores_passage_seeds_unless_weighted() -> None:
+@pytest.mark.parametrize("as_array", [False, True], ids=["records", "array"])
+def test_unified_seeds_ignores_passage_seeds_unless_weighted(as_array: bool) -> None:
     def state() -> QueryState:
         st = QueryState("q", GROUP)
         st.tier_weights = {"w1": 0.5, "w2": 0.3, "w3": 0.2}
-        st.seeds = [ent_seed("a", 1, "entity"), Seed(name="c1", node_id="c1", weight=0.9, tier=PASSAGE_TIER)]
+        st.seeds = [ent_seed("a", 1, "entity")]
+        if as_array:
+            st.seed_arrays = [SeedArray(("c1",), np.array([0.9]), PASSAGE_TIER)]
+        else:
+            st.seeds.append(Seed(name="c1", node_id="c1", weight=0.9, tier=PASSAGE_TIER))
         return st
 
     off = state()
     UnifiedSeeds().run(off, _ctx())
-    assert [s.node_id for s in off.seeds] == ["ent:a"]  # default w_passage 0: behaviour unchanged
+    assert [s.node_id for s in off.all_seeds()] == ["ent:a"]  # default w_passage 0: behaviour unchanged
     on = state()
     c = _ctx()
     UnifiedSeeds(UnifiedSeeds.Params(w_passage=1.0)).run(on, c)
-    got = {s.node_id: s.weight for s in on.seeds}
+    got = {s.node_id: s.weight for s in on.all_seeds()}
     assert got == pytest.approx({"ent:a": 0.5, "c1": 0.5})
     assert c.stats["passage_tier"]["count"] == 1 and set(c.stats["tiers"]) == {"entity", "structural", "thematic"}
+    assert c.stats["passage_tier"]["seeds"] == [{"name": "c1", "node": "c1", "weight": 1.0}]
+    assert c.stats["unified_seeds"] == 2 and [t["name"] for t in c.stats["top"]] == ["c1", "a"]  # equal weights: by node id
     # the passage weight does not change the damping formula's w1
     assert on.damping == pytest.approx(0.70 + 0.20 * 1.0)  # all of w2, w3 handed to the entity tier
 
@@ -130,8 +142,8 @@ def test_passage_seeds_take_the_best_chunk_hits_with_their_cosines(store: GraphS
     c = _FixedQuery(services=Services(store, GROUP), stage_id="t")
     c.vector = np.array([1, 0, 0, 0], dtype=np.float32)
     PassageSeeds(PassageSeeds.Params(top_k=2)).run(st, c)
-    assert [(s.node_id, s.tier) for s in st.seeds] == [("c1", PASSAGE_TIER), ("c2", PASSAGE_TIER)]
-    assert [s.weight for s in st.seeds] == pytest.approx([1.0, 0.8], abs=1e-5)
+    assert [(s.node_id, s.tier) for s in st.all_seeds()] == [("c1", PASSAGE_TIER), ("c2", PASSAGE_TIER)]
+    assert [s.weight for s in st.all_seeds()] == pytest.approx([1.0, 0.8], abs=1e-5)
     st2 = QueryState("q", GROUP)
     PassageSeeds(PassageSeeds.Params(top_k=3, min_score=0.5)).run(st2, c)
-    assert [s.node_id for s in st2.seeds] == ["c1", "c2"]  # c3 (cosine 0) does not seed
+    assert [s.node_id for s in st2.all_seeds()] == ["c1", "c2"]  # c3 (cosine 0) does not seed

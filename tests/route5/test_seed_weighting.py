@@ -41,12 +41,12 @@ def test_minmax_passage_seeds_separate_the_best_hit_and_drop_the_worst(store: Gr
     c.vector = np.array([1, 0, 0], dtype=np.float32)
     raw = QueryState("q", GROUP)
     PassageSeeds(PassageSeeds.Params(top_k=3)).run(raw, c)
-    assert [s.weight for s in raw.seeds] == pytest.approx([1.0, 0.8, 0.6], abs=1e-5)
+    assert [s.weight for s in raw.all_seeds()] == pytest.approx([1.0, 0.8, 0.6], abs=1e-5)
     scaled = QueryState("q", GROUP)
     PassageSeeds(PassageSeeds.Params(top_k=3, normalize="minmax")).run(scaled, c)
     # (s - 0.6) / (1.0 - 0.6): the best hit keeps 1, the weakest gets 0 and seeds nothing
-    assert [(s.node_id, round(s.weight, 4)) for s in scaled.seeds] == [("c1", 1.0), ("c2", 0.5)]
-    assert all(s.tier == PASSAGE_TIER for s in scaled.seeds)
+    assert [(s.node_id, round(s.weight, 4)) for s in scaled.all_seeds()] == [("c1", 1.0), ("c2", 0.5)]
+    assert scaled.seeds == [] and [a.tier for a in scaled.seed_arrays] == [PASSAGE_TIER]
 
 
 def test_specificity_divides_entity_seeds_by_their_chunk_count(store: GraphStore) -> None:
@@ -60,7 +60,7 @@ def test_specificity_divides_entity_seeds_by_their_chunk_count(store: GraphStore
         Seed(name="Common", node_id="ent:common", weight=1.0, tier="structural"),  # other tiers untouched
         Seed(name="c1", node_id="c1", weight=1.0, tier=PASSAGE_TIER),
     ]
-    out = with_specificity(store, GROUP, seeds)
+    out, _ = with_specificity(store, GROUP, seeds)
     assert [s.weight for s in out] == pytest.approx([1.0, 1 / 40, 1.0, 1.0])
 
     st = QueryState("q", GROUP)

@@ -34,7 +34,7 @@ def test_tiers_are_normalised_then_weighted() -> None:
         seed("c", 10.0, "structural"),  # a single seed takes all of w2, whatever its raw size
         seed("a", 1.0, "thematic"), seed("d", 1.0, "thematic"),
     ]
-    out = {s.node_id: s.weight for s in unify(seeds, {"entity": 0.5, "structural": 0.3, "thematic": 0.2})}
+    out = {s.node_id: s.weight for s in unify(seeds, {"entity": 0.5, "structural": 0.3, "thematic": 0.2})[0]}
     assert out["ent:a"] == pytest.approx(0.5 * 0.25 + 0.2 * 0.5)
     assert out["ent:b"] == pytest.approx(0.5 * 0.75)
     assert out["ent:c"] == pytest.approx(0.3)
@@ -43,7 +43,8 @@ def test_tiers_are_normalised_then_weighted() -> None:
 
 
 def test_unify_renormalises_when_weights_do_not_sum_to_one() -> None:
-    out = unify([seed("a", 1, "entity"), seed("b", 1, "thematic")], {"entity": 0.6, "structural": 0.3, "thematic": 0.1})
+    out, arrays = unify([seed("a", 1, "entity"), seed("b", 1, "thematic")], {"entity": 0.6, "structural": 0.3, "thematic": 0.1})
+    assert arrays == []
     w = {s.node_id: s.weight for s in out}
     assert w["ent:a"] == pytest.approx(0.6 / 0.7) and sum(w.values()) == pytest.approx(1.0)
     assert out[0].tier == "entity"
