@@ -32,7 +32,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
-from itertools import compress
+from itertools import compress, repeat
 from typing import Any, Literal
 
 import numpy as np
@@ -684,20 +684,23 @@ class PPR(Stage):
             return
         g = typed_graph(store, state.group, self.weights())
         # seeds absent from the graph (entities without any edge) still rank: add them as
-        # isolated nodes, which teleport all their mass back to the seeds
-        index = g.index
-        extra = sorted({i for i in seed_ids if i not in index})
+        # isolated nodes, which teleport all their mass back to the seeds. One lookup pass
+        # (C-level ``map``) finds both the rows and the absent seeds: Route 5 has ~1,100 seeds.
+        rows = np.fromiter(map(g.index.get, seed_ids, repeat(-1)), dtype=np.int64, count=len(seed_ids))
+        absent = np.flatnonzero(rows < 0)
+        extra = sorted({seed_ids[k] for k in absent.tolist()})
         n = len(g.ids) + len(extra)
         is_ent = g.is_entity
         ids: Sequence[str] = g.ids
-        pos: Mapping[str, int] = index
+        pos: Mapping[str, int] = g.index
         if extra:
             is_ent = np.concatenate([is_ent, np.fromiter((is_entity_id(x) for x in extra), dtype=bool, count=len(extra))])
             ids = (*g.ids, *extra)
-            pos = {**index, **{x: len(g.ids) + k for k, x in enumerate(extra)}}
+            added = {x: len(g.ids) + k for k, x in enumerate(extra)}
+            pos = {**g.index, **added}
+            rows[absent] = [added[seed_ids[k]] for k in absent.tolist()]
         # one vectorised scatter-add, in seed order, so the sums are a per-seed loop's to the bit
         teleport = np.zeros(n, dtype=np.float64)
-        rows = np.fromiter((pos[i] for i in seed_ids), dtype=np.int64, count=len(seed_ids))
         np.add.at(teleport, rows, seed_weights)
         if p.solver == "direct":
             raw, factorised = direct_pagerank(g, teleport, damping=damping)

@@ -89,6 +89,16 @@ def test_upsert_get_iter_find_nodes(store: GraphStore, group: str) -> None:
     assert {n.id for n in store.find_nodes(group, Label.DOCUMENT, "title", ["Title d1"])} == {"d1"}
 
 
+def test_properties_come_back_as_written(store: GraphStore, group: str) -> None:
+    # 2**70: past 64 bits, where some JSON readers turn integers into floats
+    props = {"text": "Zoë → 東京", "f": 0.1, "tiny": 1e-300, "big": 2**70, "neg": -(2**63), "flag": True,
+             "none": None, "nested": {"a": [1, 2.5, "x"]}}
+    store.write(group, [Node(id="p1", label=Label.SENTENCE, group=group, doc_id="d", props=props)])
+    (got,) = store.get_nodes(group, ["p1"])
+    assert got.props == props
+    assert type(got.props["big"]) is int and type(got.props["f"]) is float
+
+
 def test_node_of_other_group_is_rejected(store: GraphStore, group: str) -> None:
     with pytest.raises(StoreError):
         store.write(group, [Node(id="x", label=Label.ENTITY, group=group + "-other")])

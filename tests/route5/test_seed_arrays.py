@@ -121,3 +121,18 @@ def test_specificity_divides_an_entity_array_too(store: GraphStore) -> None:
     records, arrays = with_specificity(store, GROUP, [], [entities, passages])
     assert records == [] and arrays[1] is passages
     assert arrays[0].weights.tolist() == pytest.approx([1.0, 1 / 40])
+
+
+def test_a_seed_outside_the_graph_still_ranks_beside_array_seeds(store: GraphStore) -> None:
+    two_documents(store)
+    store.write(GROUP, nodes=[Node(id="ent:z", label=Label.ENTITY, group=GROUP, props={"name": "Z"})], edges=[])
+    st = QueryState("q", GROUP)
+    st.seeds = [Seed("z", "ent:z", 0.5)]
+    st.seed_arrays = [SeedArray(("c3",), np.array([0.5]), PASSAGE_TIER)]
+    c = StageContext(services=Services(store, GROUP), stage_id="p")
+    PPR(PPR.Params(budget=1.0)).run(st, c)
+    scores = {e.id: e.score for e in st.entities}
+    # the isolated seed ranks (its walk only returns to the seeds); from c3 the walk reaches
+    # q, and p only through c2
+    assert scores["ent:z"] > 0 and scores["ent:q"] > scores.get("ent:p", 0.0)
+    assert c.stats["seeds"] == 2 and c.stats["seeds_in_graph"] == 1
