@@ -15,6 +15,7 @@ from graphroute.plugins.denoisers.route2 import (
     allocate,
     find_score_gap,
     jaccard,
+    md5_dedup,
     near_duplicate,
     target_community,
     word_set,
@@ -48,6 +49,18 @@ def test_md5_keeps_highest_score_and_records_entities() -> None:
     assert kept.score == 0.9 and kept.entity == "ent:high"
     assert kept.metadata["entities"] == ["ent:low"]
     assert c.stats["duplicates_removed"] == 1 and c.stats["chunks_before"] == 3
+
+
+def test_md5_never_changes_the_records_it_was_given() -> None:
+    """Kept records are copied only when their metadata changes; the caller's never do."""
+    given = [ev("c1", "same text", 0.9, "high"), ev("c2", "other", 0.5, "b"), ev("c1", "same text", 0.2, "low"),
+             ev("c3", "third", 0.4, "x"), ev("c3", "third", 0.4, "x")]
+    before = [e.model_dump() for e in given]
+    out, removed = md5_dedup(given)
+    assert removed == 2 and [e.id for e in out] == ["c1", "c2", "c3"]
+    assert out[0].metadata["entities"] == ["ent:low"] and out[0] is not given[0]
+    assert out[1] is given[1]  # nothing to record: passed on as it came
+    assert [e.model_dump() for e in given] == before
 
 
 # --------------------------------------------------------------------------- community filter
