@@ -581,19 +581,25 @@ def unify(
             rows = np.fromiter((row.setdefault(s.node_id or "", len(row)) for s in items), dtype=np.int64, count=len(items))
             parts.append((rows, np.array([w * s.weight / mass for s in items]), items))
         for a in tier_arrays:
-            rows = np.fromiter((row.setdefault(n, len(row)) for n in a.node_ids), dtype=np.int64, count=len(a))
+            start = len(row)
+            if row.keys().isdisjoint(a.node_ids):  # the usual case: new nodes, rows in one go
+                row.update(zip(a.node_ids, range(start, start + len(a)), strict=True))
+                rows = np.arange(start, start + len(a))
+            else:
+                rows = np.fromiter((row.setdefault(n, len(row)) for n in a.node_ids), dtype=np.int64, count=len(a))
             parts.append((rows, w * a.weights / mass, a))
     total = np.zeros(len(row))
     best = np.full(len(row), -np.inf)
     winner = np.full(len(row), -1, dtype=np.int64)  # the part of each node's largest contribution
     winner_at = np.zeros(len(row), dtype=np.int64)  # and its place in a records part
     for k, (rows, contrib, source) in enumerate(parts):
-        np.add.at(total, rows, contrib)  # unbuffered: a node named twice adds up in order
-        if isinstance(source, SeedArray):  # each node once: compare all at once
+        if isinstance(source, SeedArray):  # each node once: add and compare all at once
+            total[rows] += contrib
             better = contrib > best[rows]
             best[rows[better]] = contrib[better]
             winner[rows[better]] = k
             continue
+        np.add.at(total, rows, contrib)  # unbuffered: a node named twice adds up in order
         for j, (r, c) in enumerate(zip(rows.tolist(), contrib.tolist(), strict=True)):
             if c > best[r]:
                 best[r], winner[r], winner_at[r] = c, k, j
@@ -604,12 +610,15 @@ def unify(
     nodes = list(row)
     out_records: list[Seed] = []
     out_arrays: list[SeedArray] = []
-    for k, (_rows, _contrib, source) in enumerate(parts):
+    for k, (rows, _contrib, source) in enumerate(parts):
         mine = np.flatnonzero(winner == k)
         if not len(mine):
             continue
         if isinstance(source, SeedArray):
-            out_arrays.append(SeedArray(tuple(nodes[i] for i in mine.tolist()), share[mine], source.tier, source.strategy))
+            if len(mine) == len(rows):  # it won all its nodes: keep its ids as they are
+                out_arrays.append(SeedArray(source.node_ids, share[rows], source.tier, source.strategy))
+            else:
+                out_arrays.append(SeedArray(tuple(nodes[i] for i in mine.tolist()), share[mine], source.tier, source.strategy))
             continue
         for i in mine.tolist():
             top = source[int(winner_at[i])]
