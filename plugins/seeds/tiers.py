@@ -142,6 +142,9 @@ class StructuralSeeds(Stage):
         hits = store.vector_search(state.group, "sentence", ctx.query_vector(state.question), p.k)
         sent_nodes = store.get_nodes(state.group, [i for i, _ in hits])
         chunk_of = {n.id: str(n.props.get("chunk_id") or "") for n in sent_nodes}
+        # a sentence names its section's path: the trace's titles without reading the sections
+        titles = {str(n.props["section_id"]): str(n.props["section_path"])
+                  for n in sent_nodes if n.props.get("section_id") and n.props.get("section_path")}
         sec_of_chunk = section_of_chunks(store, state.group, [c for c in chunk_of.values() if c])
         sent_sec = {sid: sec_of_chunk[c] for sid, c in chunk_of.items() if c in sec_of_chunk}
         rows = aggregate_sections(hits, sent_sec, p.min_sentences)[: p.max_sections]
@@ -158,8 +161,10 @@ class StructuralSeeds(Stage):
                 weights[e] += w
         for e, w in sorted(weights.items(), key=lambda kv: (-kv[1], kv[0])):
             state.seeds.append(Seed(name=e.removeprefix("ent:"), node_id=e, weight=w, tier="structural", strategy=mode))
-        titles = {n.id: str(n.props.get("path") or n.props.get("section_path") or n.props.get("title") or n.id)
-                  for n in store.get_nodes(state.group, [r[0] for r in rows])}
+        untitled = [r[0] for r in rows if r[0] not in titles]
+        if untitled:  # keyword fallback, or sentences that do not name their section
+            titles.update({n.id: str(n.props.get("path") or n.props.get("section_path") or n.props.get("title") or n.id)
+                           for n in store.get_nodes(state.group, untitled)})
         ctx.stats.update(
             {
                 "mode": mode,

@@ -3,6 +3,8 @@ exactly like a third-party plugin)."""
 
 from __future__ import annotations
 
+import asyncio
+
 from graphroute.core import (
     Evidence,
     QueryState,
@@ -73,9 +75,32 @@ class Echo(Stage):
         ctx.add_tokens(prompt=7, completion=3)
 
 
+LOOPS: list[asyncio.AbstractEventLoop] = []  # every loop WhichLoop ran on, in order
+PENDING: list[asyncio.Task[None]] = []  # tasks a failing WhichLoop left behind
+
+
+class WhichLoop(Stage):
+    """Record the event loop it runs on (in ``LOOPS``); raise when the question is "boom"."""
+
+    name = "t_loop"
+    kind = StageKind.EXPANDER
+    consumes = (Slot.QUERY,)
+    produces = (Slot.EVIDENCE,)
+
+    async def arun(self, state: QueryState, ctx: StageContext) -> None:
+        loop = asyncio.get_running_loop()
+        LOOPS.append(loop)
+        if state.question == "boom":
+            PENDING.append(loop.create_task(asyncio.sleep(3600)))  # left pending by the failure
+            raise RuntimeError("boom")
+
+    def run(self, state: QueryState, ctx: StageContext) -> None:  # arun is the entry point
+        raise NotImplementedError
+
+
 @hookimpl
 def register_expanders() -> list[type[Stage]]:
-    return [FixedEvidence]
+    return [FixedEvidence, WhichLoop]
 
 
 @hookimpl

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
@@ -112,3 +114,26 @@ def test_no_evidence_means_not_found(tmp_path: Path, registry: Registry, service
     route = load_route(route_file(tmp_path, "name: none\nstages:\n  - {use: t_fixed, with: {n: 0}}\n"), registry, environ={})
     result = run_route(route, "q?", services)
     assert result.negative is True and "not found" in result.answer.lower()
+
+
+def test_run_route_keeps_a_loop_per_thread_and_a_failure_closes_it(
+    tmp_path: Path, registry: Registry, services: Services
+) -> None:
+    route = load_route(route_file(tmp_path, "name: loops\nstages:\n  - {use: t_loop}\n"), registry, environ={})
+    test_stages.LOOPS.clear()
+    run_route(route, "one", services)
+    run_route(route, "two", services)
+    first, again = test_stages.LOOPS
+    assert again is first and not first.is_closed()  # one loop for the thread's calls
+    with pytest.raises(RuntimeError, match="boom"):
+        run_route(route, "boom", services)
+    assert first.is_closed() and test_stages.PENDING[-1].cancelled()  # its pending task cancelled
+    run_route(route, "three", services)
+    assert test_stages.LOOPS[-1] is not first and not test_stages.LOOPS[-1].is_closed()
+    # another thread has a loop of its own, closed when the thread ends
+    worker = threading.Thread(target=run_route, args=(route, "four", services))
+    worker.start()
+    worker.join()
+    gc.collect()
+    theirs = test_stages.LOOPS[-1]
+    assert theirs is not test_stages.LOOPS[-2] and theirs.is_closed()

@@ -156,3 +156,34 @@ def test_keyword_fallback_matches_whole_title_words(store: GraphStore) -> None:
     rows = StructuralSeeds()._keyword_sections(store, GROUP, "What are the warranty terms?")
     # s1 has both words, s2 "terms" only; "warranty_extra" and "Warranties" are other words
     assert rows == [("s1", 2.0, 2), ("s2", 1.0, 1)]
+
+
+def test_structural_seeds_name_their_sections_in_the_trace(store: GraphStore) -> None:
+    sentence = {"text": "A.", "chunk_id": "c1", "section_id": "s1", "section_path": "Doc > Terms"}
+    store.write(
+        GROUP,
+        nodes=[
+            Node(id="s1", label=Label.SECTION, group=GROUP, doc_id="d", props={"title": "Terms", "path": "Doc > Terms"}),
+            Node(id="c1", label=Label.CHUNK, group=GROUP, doc_id="d", props={"text": "A. A."}),
+            Node(id="ent:a", label=Label.ENTITY, group=GROUP, props={"name": "A"}),
+            *(Node(id=f"x{i}", label=Label.SENTENCE, group=GROUP, doc_id="d", props=sentence) for i in (1, 2)),
+        ],
+        edges=[Edge(src="c1", dst="s1", type=EdgeType.IN_SECTION, group=GROUP),
+               Edge(src="c1", dst="ent:a", type=EdgeType.MENTIONS, group=GROUP)],
+        vectors={"sentence": (["x1", "x2"], np.array([[1, 0, 0], [0.9, 0.1, 0]], dtype=np.float32))},
+    )
+
+    def run(**params: int) -> tuple[QueryState, StageContext]:
+        st = QueryState("What are the terms?", GROUP)
+        c = _FixedQuery(services=Services(store, GROUP), stage_id="s")
+        c.vector = np.array([1, 0, 0], dtype=np.float32)
+        StructuralSeeds(StructuralSeeds.Params(**params)).run(st, c)
+        return st, c
+
+    st, c = run()
+    assert c.stats["mode"] == "sentences" and c.stats["sections"] == [{"section": "Doc > Terms", "score": pytest.approx(1.9939, abs=1e-3), "hits": 2}]
+    assert [(s.node_id, s.tier) for s in st.seeds] == [("ent:a", "structural")]
+    # two hits are too few now: the title matches the question's word, and the trace reads the
+    # section's path from its node
+    st, c = run(min_sentences=3)
+    assert c.stats["mode"] == "keyword_fallback" and c.stats["sections"][0]["section"] == "Doc > Terms"
