@@ -4,6 +4,7 @@ input recorder, the write part on a real embedded store, verdicts and the JSON s
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 
 import pytest
@@ -98,6 +99,18 @@ def test_write_part_on_a_real_embedded_store(tmp_path: Path) -> None:
     store = open_store(str(tmp_path / "s"))
     assert store.counts("w").get("nodes", {}) == {}  # the part removes what it wrote
     store.close()
+    assert res["rounds_sentences_per_s"] == [res["sentences_per_s"]] and res["warm_up_rounds"] == 0
+
+
+def test_write_part_rounds_leave_the_first_out_of_the_median(tmp_path: Path) -> None:
+    res = P.part_write({"store": str(tmp_path / "s"), "group": "w", "cache": str(tmp_path / "c"),
+                        "sentences": 200, "groups": 2, "rounds": 4})
+    rates = res["rounds_sentences_per_s"]
+    assert len(rates) == 4 and res["warm_up_rounds"] == 1
+    assert res["sentences_per_s"] == round(statistics.median(rates[1:]), 1)
+    assert res["stored_sentences"] == 200  # each round wrote into an empty group
+    note = P._rounds_note(res)
+    assert note.startswith("; median of rounds ") and note.endswith(f"after a warm-up round of {P._fmt(rates[0])}")
 
 
 def _fake_result() -> dict:

@@ -48,6 +48,9 @@ public final class Neo4jDevServer {
                 "dbms.security.auth_max_failed_attempts=0",
                 "server.memory.pagecache.size=256m",
                 "db.tx_log.rotation.retention_policy=2 files",
+                // logs are pruned only at a checkpoint, every 15 minutes by default: graphroute
+                // perf's write rounds logged ~10 GB in 5 minutes and filled a disk
+                "db.checkpoint.interval.time=1m",
                 "dbms.usage_report.enabled=false",
                 ""), StandardCharsets.UTF_8);
         DatabaseManagementService dbms = new DatabaseManagementServiceBuilder(home)
