@@ -17,6 +17,7 @@ import copy
 import hashlib
 from dataclasses import dataclass
 from enum import StrEnum
+from itertools import compress
 from typing import Any
 
 import numpy as np
@@ -190,6 +191,14 @@ class SeedArray:
 
     def __deepcopy__(self, memo: dict[int, Any]) -> SeedArray:
         return self  # immutable: a deep copy may share it
+
+    def positive(self) -> SeedArray:
+        """The seeds with a weight above zero (this array itself when that is all of them):
+        a seed of weight zero seeds nothing."""
+        keep = self.weights > 0
+        if keep.all():
+            return self
+        return SeedArray(tuple(compress(self.node_ids, keep)), self.weights[keep], self.tier, self.strategy)
 
     def records(self) -> list[Seed]:
         """The same seeds as :class:`Seed` records."""

@@ -32,7 +32,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
-from itertools import compress, repeat
+from itertools import repeat
 from typing import Any, Literal
 
 import numpy as np
@@ -746,9 +746,9 @@ def teleport_seeds(state: QueryState) -> tuple[list[str], np.ndarray]:
     ids = [s.node_id or "" for s in records]
     weights = [np.fromiter((s.weight for s in records), dtype=np.float64, count=len(records))]
     for a in state.seed_arrays:
-        positive = a.weights > 0
-        ids += a.node_ids if positive.all() else compress(a.node_ids, positive)
-        weights.append(a.weights[positive])
+        seeding = a.positive()
+        ids += seeding.node_ids
+        weights.append(seeding.weights)
     return ids, np.concatenate(weights)
 
 

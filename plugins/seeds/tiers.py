@@ -19,7 +19,7 @@ import threading
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from itertools import chain, compress
+from itertools import chain
 from typing import Any, Literal
 
 import numpy as np
@@ -568,11 +568,9 @@ def unify(
             records[s.tier].append(s)
     blocks: dict[str, list[SeedArray]] = defaultdict(list)
     for a in arrays:
-        positive = a.weights > 0
-        if positive.all():
-            blocks[a.tier].append(a)
-        elif positive.any():
-            blocks[a.tier].append(SeedArray(tuple(compress(a.node_ids, positive)), a.weights[positive], a.tier, a.strategy))
+        seeding = a.positive()
+        if len(seeding):
+            blocks[a.tier].append(seeding)
     row: dict[str, int] = {}  # node -> row, in the order nodes first contribute
     # one part per tier's records and per array: (rows, contributions, where they came from)
     parts: list[tuple[np.ndarray, np.ndarray, list[Seed] | SeedArray]] = []
@@ -736,7 +734,8 @@ class UnifiedSeeds(Stage):
         passage_report: dict[str, Any] | None = None  # reported apart: "tiers" stays the reference's three
         if present(PASSAGE_TIER) or p.w_passage:
             passage = [s for s in resolved[PASSAGE_TIER] if s.weight > 0]
-            passage_report = tier_report(p.w_passage, p.w_passage if present(PASSAGE_TIER) else 0.0, passage, blocks[PASSAGE_TIER])
+            passage_report = tier_report(p.w_passage, p.w_passage if present(PASSAGE_TIER) else 0.0, passage,
+                                         [a.positive() for a in blocks[PASSAGE_TIER]])
         state.seeds, state.seed_arrays = unify(seeds, {**eff, PASSAGE_TIER: p.w_passage}, arrays)
         state.tier_weights = {TIER_KEYS[t]: eff[t] for t in TIERS}
         if p.dynamic_damping and not state.extras.get("damping_fixed"):

@@ -35,6 +35,9 @@ def test_a_seed_array_checks_its_shape_and_cannot_change() -> None:
     with pytest.raises(ValueError):
         a.weights[0] = 1.0
     assert copy.deepcopy(a) is a  # immutable: shared by forked states
+    assert a.positive() is a
+    some = SeedArray(("c1", "c2", "c3"), np.array([0.5, 0.0, 0.25]), PASSAGE_TIER, "chunk_vector").positive()
+    assert some.node_ids == ("c1", "c3") and some.weights.tolist() == [0.5, 0.25] and some.strategy == "chunk_vector"
     assert a.records() == [Seed("c1", "c1", 0.5, PASSAGE_TIER, "chunk_vector"), Seed("c2", "c2", 0.25, PASSAGE_TIER, "chunk_vector")]
 
 
