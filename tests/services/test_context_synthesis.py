@@ -19,6 +19,7 @@ from graphroute.plugins.denoisers.context import (
 from graphroute.plugins.synthesizers.builtin import (
     Extractive,
     NegativeDetection,
+    content_terms,
     sentence_spans,
 )
 from hypothesis import given
@@ -116,6 +117,12 @@ def test_sentence_spans_keep_abbreviations() -> None:
     text = "Contoso Ltd. is at P.O. Box 123, FL. Dr. Smith signed it. Fees apply!"
     sents = [text[s:e] for s, e in sentence_spans(text)]
     assert sents == ["Contoso Ltd. is at P.O. Box 123, FL.", "Dr. Smith signed it.", "Fees apply!"]
+
+
+def test_content_terms_are_normalised_words_without_stopwords() -> None:
+    terms = content_terms("The Smiths’ cities and the city's libraries: who owns Ruth's 3 glass-works?")
+    assert terms == frozenset({"smith", "city", "library", "own", "ruth", "3", "glass", "work"})
+    assert content_terms("What is the and of it?") == frozenset()
 
 
 def test_extractive_answers_with_mapped_citations() -> None:
