@@ -135,6 +135,30 @@ def test_verdicts_judge_each_target() -> None:
     assert v["write_neo4j_sentences_per_s"]["holds"] is None
 
 
+def test_a_routes_own_raw_figure_is_its_baseline() -> None:
+    """The raw embedding measured beside a route, when there is one, is what its overhead is
+    over; older results without it fall back to the part's raw figure."""
+    r = _fake_result()
+    r["query"]["routes"]["r1"]["raw_embed_ms"] = {"p50": 28.0}
+    v = P.verdicts(r)
+    assert v["query_p50_over_embed_ms:r1"]["value"] == 12.0 and v["query_p50_over_embed_ms:r1"]["holds"] is True
+    assert any(row[0] == "query r1 ms p50 / p95" and "raw embed beside it p50 28.0" in row[2] for row in P.table_rows(r))
+
+
+def test_query_suite_measures_the_raw_embedding_beside_each_route(tmp_path: Path) -> None:
+    corpus = P.synthetic_corpus(120, groups=2)
+    gr = P._engine(str(tmp_path / "store"), "syn", tmp_path / "cache")
+    gr.index([P.write_corpus_json(corpus, tmp_path / "corpus.json")])
+    questions = P.synthetic_questions(corpus, 3)
+    res = P.query_suite(gr, "syn", questions, ["dense", "bm25"])
+    gr.close()
+    assert res["raw_embed_ms"]["n"] == 3
+    for name in ("dense", "bm25"):
+        route = res["routes"][name]
+        assert route["wall_ms"]["n"] == 3 and route["raw_embed_ms"]["n"] == 3
+        assert route["raw_embed_ms"]["p50"] > 0
+
+
 def test_table_names_every_figure_and_verdict() -> None:
     r = _fake_result()
     r["verdicts"] = P.verdicts(r)
