@@ -699,7 +699,13 @@ def part_write(args: dict[str, Any]) -> dict[str, Any]:
     Why: a server compiles its write path while it runs it (Neo4j's JIT), so its first
     writes measure compilation - a fresh Neo4j took ~10 writes of 20,000 sentences to reach
     its steady rate (seventeenth and eighteenth rounds of docs/performance.md) - while a
-    long-running indexer writes at the steady one."""
+    long-running indexer writes at the steady one.
+
+    ``vectors: false`` writes the same batches without their vectors: a diagnostic with no
+    target, the graph part's own cost. Why: on Neo4j the vectors' index (Lucene's HNSW
+    graphs, built again at every segment merge) was most of the server's work in a write
+    (twenty-first round of docs/performance.md), and the figure beside it says how much of
+    the target's gap that is."""
     import numpy as np
     from graphroute.core.indexing import (
         DOC_BATCH,
@@ -752,6 +758,8 @@ def part_write(args: dict[str, Any]) -> dict[str, Any]:
         sids = [s for sk in sks for s in sk.sentence_ids]
         cids = [c for sk in sks for c in sk.chunk_ids]
         vecs = {VectorSpace.SENTENCE.value: (sids, unit(len(sids))), VectorSpace.CHUNK.value: (cids, unit(len(cids)))}
+        if not args.get("vectors", True):
+            vecs = {}
         batches.append((DocumentBatch(nodes, edges, vecs), len(sids), embed_text_count(sks)))
     gr = _engine(args["store"], args["group"], Path(args["cache"]))
     store = gr.store
@@ -787,6 +795,8 @@ def part_write(args: dict[str, Any]) -> dict[str, Any]:
         rounds_sentences_per_s=[round(x, 1) for x in rates],
         warm_up_rounds=len(rates) - len(measured),
         stored_sentences=counts.get("nodes", {}).get("Sentence", 0),
+        stored_vectors=sum(counts.get("vectors", {}).values()),
+        vectors=bool(args.get("vectors", True)),
         load_average_after=load_average(),
     )
     return out
@@ -946,6 +956,11 @@ def run_perf(config: PerfConfig, *, log: Callable[[str], None] = lambda _m: None
             neo["write_neo4j"] = run_part_in_process("write", {
                 "store": neo["location"], "group": f"perf-write-{os.getpid()}", "cache": str(cache),
                 "sentences": config.write_sentences, "rounds": config.write_rounds})
+            on_update(result)
+            log("write: the same batches without their vectors, Neo4j (diagnostic: the graph part's cost)")
+            neo["write_neo4j_no_vectors"] = run_part_in_process("write", {
+                "store": neo["location"], "group": f"perf-write-nv-{os.getpid()}", "cache": str(cache),
+                "sentences": config.write_sentences, "rounds": config.write_rounds, "vectors": False})
         else:
             neo["skipped"] = why
         result["neo4j"] = neo
@@ -1084,7 +1099,8 @@ def table_rows(r: dict[str, Any]) -> list[tuple[str, str, str]]:
     if sq.get("peak_rss_mb"):
         rows.append(("scale query: peak RSS MB", _fmt(sq.get("peak_rss_mb")), f"load {sq.get('load_average_before')}"))
     neo = r.get("neo4j") or {}
-    for key, label in (("write_embedded", "embedded"), ("write_neo4j", "neo4j")):
+    for key, label in (("write_embedded", "embedded"), ("write_neo4j", "neo4j"),
+                       ("write_neo4j_no_vectors", "neo4j without vectors (diagnostic, no target)")):
         w = neo.get(key) or {}
         if "error" in w:
             rows.append((f"write {label}", "ERROR", w["error"]))

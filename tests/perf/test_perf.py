@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import json
 import statistics
+import uuid
 from pathlib import Path
 
 import pytest
 from graphroute.core import perf as P
+
+from tests.stores.test_neo4j_errors import NEO4J_URI, needs_server
 
 
 def test_synthetic_corpus_is_deterministic_exact_and_grouped() -> None:
@@ -94,12 +97,31 @@ def test_write_part_on_a_real_embedded_store(tmp_path: Path) -> None:
                         "sentences": 200, "groups": 2})
     assert res["sentences"] == 200 == res["stored_sentences"]
     assert res["nodes"] > res["sentences"] and res["edges"] > 0 and res["sentences_per_s"] > 0
+    assert res["vectors"] is True and res["stored_vectors"] > res["sentences"]  # sentences and chunks
     from graphroute.core.engine import open_store
 
     store = open_store(str(tmp_path / "s"))
     assert store.counts("w").get("nodes", {}) == {}  # the part removes what it wrote
     store.close()
     assert res["rounds_sentences_per_s"] == [res["sentences_per_s"]] and res["warm_up_rounds"] == 0
+
+
+def test_write_part_without_vectors_writes_the_same_graph_and_no_vector(tmp_path: Path) -> None:
+    """The diagnostic beside the Neo4j write target: the same nodes and edges, no vectors."""
+    args = {"store": str(tmp_path / "s"), "group": "w", "cache": str(tmp_path / "c"), "sentences": 200, "groups": 2}
+    with_vectors = P.part_write(args)
+    without = P.part_write({**args, "vectors": False})
+    assert without["vectors"] is False and without["stored_vectors"] == 0 < with_vectors["stored_vectors"]
+    assert (without["stored_sentences"], without["nodes"], without["edges"]) == (
+        with_vectors["stored_sentences"], with_vectors["nodes"], with_vectors["edges"])
+
+
+@needs_server
+def test_write_part_without_vectors_on_the_real_neo4j(tmp_path: Path) -> None:
+    res = P.part_write({"store": NEO4J_URI, "group": f"perf-nv-{uuid.uuid4().hex[:8]}",
+                        "cache": str(tmp_path / "c"), "sentences": 200, "groups": 2, "vectors": False})
+    assert res["backend"] == "neo4j" and res["stored_sentences"] == 200 and res["stored_vectors"] == 0
+    assert res["sentences_per_s"] > 0
 
 
 def test_write_part_rounds_leave_the_first_out_of_the_median(tmp_path: Path) -> None:
