@@ -3,7 +3,9 @@
 # Needs a JDK 21 or later: NEO4J_JAVA_HOME, else JAVA_HOME, else `java` on PATH, else the
 # newest JDK under /usr/lib/jvm (this machine kind ships JDK 17 as `java` and a Temurin 25).
 #   tests/neo4j_server/neo4j.sh up     build if needed, start in the background, wait until a
-#                                      driver logs in (NEO4J_PORT, NEO4J_PASSWORD, NEO4J_HOME_DIR)
+#                                      driver logs in (NEO4J_PORT, NEO4J_PASSWORD, NEO4J_HOME_DIR;
+#                                      NEO4J_EXTRA_SETTINGS: more neo4j.conf lines, ';'-separated,
+#                                      e.g. to measure a server setting without a rebuild)
 #   tests/neo4j_server/neo4j.sh down   stop it (SIGTERM, clean shutdown)
 #   tests/neo4j_server/neo4j.sh status
 set -euo pipefail

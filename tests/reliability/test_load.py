@@ -184,7 +184,9 @@ def own_neo4j(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
         pytest.skip("no Java or Neo4j launcher build (make neo4j-up builds it)")
     port = free_port()
     env = {**os.environ, "NEO4J_PORT": str(port), "NEO4J_HOME_DIR": str(tmp_path / "neo4j"),
-           "NEO4J_PASSWORD": "graphroute-dev", "PY": str(REPO / ".venv" / "bin" / "python")}
+           "NEO4J_PASSWORD": "graphroute-dev", "PY": str(REPO / ".venv" / "bin" / "python"),
+           # a harmless setting, to check the launcher appends NEO4J_EXTRA_SETTINGS
+           "NEO4J_EXTRA_SETTINGS": "db.transaction.timeout=17m;db.lock.acquisition.timeout=3m"}
     up = subprocess.run([str(NEO4J_SH), "up"], env=env, capture_output=True, text=True, timeout=600)
     assert up.returncode == 0, up.stdout + up.stderr
     try:
@@ -201,6 +203,13 @@ def _stop(env: dict[str, str]) -> None:
 
 def test_neo4j_down_mid_index_then_resume(own_neo4j: tuple[str, dict[str, str]], tmp_path: Path, cache_dir: Path) -> None:
     uri, env = own_neo4j
+    from neo4j import GraphDatabase
+
+    with GraphDatabase.driver(uri, auth=("neo4j", "graphroute-dev")) as driver, driver.session() as s:
+        got = {r["name"]: r["value"] for r in s.run(
+            "SHOW SETTINGS YIELD name, value WHERE name IN ['db.transaction.timeout', 'db.lock.acquisition.timeout'] "
+            "RETURN name, value")}
+    assert got == {"db.transaction.timeout": "17m", "db.lock.acquisition.timeout": "3m"}
     corpus = tmp_path / "corpus.json"
     corpus.write_text(json.dumps([{"title": e["title"], "text": e["text"]}
                                   for e in json.loads(MUSIQUE.read_text(encoding="utf-8"))[:200]]), encoding="utf-8")

@@ -19,7 +19,8 @@ import org.neo4j.dbms.api.DatabaseManagementServiceBuilder;
  * <p>Why a launcher instead of a distribution tarball: the jars come from Maven Central
  * through Maven's own cache, so CI and developers get the same pinned release with nothing
  * else to install. Environment: NEO4J_PORT (default 7687), NEO4J_PASSWORD (default
- * "graphroute-dev"), NEO4J_HOME_DIR (default ./run). Writes $home/ready (the Bolt address)
+ * "graphroute-dev"), NEO4J_HOME_DIR (default ./run), NEO4J_EXTRA_SETTINGS (more neo4j.conf
+ * lines, ';'-separated, appended last). Writes $home/ready (the Bolt address)
  * once Bolt accepts connections; stops cleanly on SIGTERM.
  */
 public final class Neo4jDevServer {
@@ -52,6 +53,10 @@ public final class Neo4jDevServer {
                 // perf's write rounds logged ~10 GB in 5 minutes and filled a disk
                 "db.checkpoint.interval.time=1m",
                 "dbms.usage_report.enabled=false",
+                // NEO4J_EXTRA_SETTINGS: more lines for neo4j.conf, separated by ';', appended
+                // last so they override the ones above (measuring a server setting needs no
+                // rebuild of this launcher)
+                String.join("\n", env("NEO4J_EXTRA_SETTINGS", "").split(";")),
                 ""), StandardCharsets.UTF_8);
         DatabaseManagementService dbms = new DatabaseManagementServiceBuilder(home)
                 .loadPropertiesFromFile(conf)
