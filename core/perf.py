@@ -702,10 +702,10 @@ def part_write(args: dict[str, Any]) -> dict[str, Any]:
     long-running indexer writes at the steady one.
 
     ``vectors: false`` writes the same batches without their vectors: a diagnostic with no
-    target, the graph part's own cost. Why: on Neo4j the vectors' index (Lucene's HNSW
-    graphs, built again at every segment merge) was most of the server's work in a write
-    (twenty-first round of docs/performance.md), and the figure beside it says how much of
-    the target's gap that is."""
+    target, the graph part's own cost. Why: on Neo4j the vectors (384 doubles a node through
+    Bolt, the property store and the index updates) halved the write rate (twenty-first
+    round of docs/performance.md), and the figure beside it says how much of the target's
+    gap that is."""
     import numpy as np
     from graphroute.core.indexing import (
         DOC_BATCH,
@@ -743,6 +743,7 @@ def part_write(args: dict[str, Any]) -> dict[str, Any]:
     def split(texts: Sequence[str]) -> list[list[tuple[int, int]]]:
         return [spans_of.get(t, [(0, len(t))]) for t in texts]
 
+    with_vectors = bool(args.get("vectors", True))
     rng = np.random.default_rng(7)
     dim = 384
 
@@ -757,9 +758,8 @@ def part_write(args: dict[str, Any]) -> dict[str, Any]:
         edges = [e for sk in sks for e in sk.edges]
         sids = [s for sk in sks for s in sk.sentence_ids]
         cids = [c for sk in sks for c in sk.chunk_ids]
-        vecs = {VectorSpace.SENTENCE.value: (sids, unit(len(sids))), VectorSpace.CHUNK.value: (cids, unit(len(cids)))}
-        if not args.get("vectors", True):
-            vecs = {}
+        vecs = ({VectorSpace.SENTENCE.value: (sids, unit(len(sids))), VectorSpace.CHUNK.value: (cids, unit(len(cids)))}
+                if with_vectors else {})
         batches.append((DocumentBatch(nodes, edges, vecs), len(sids), embed_text_count(sks)))
     gr = _engine(args["store"], args["group"], Path(args["cache"]))
     store = gr.store
@@ -796,7 +796,7 @@ def part_write(args: dict[str, Any]) -> dict[str, Any]:
         warm_up_rounds=len(rates) - len(measured),
         stored_sentences=counts.get("nodes", {}).get("Sentence", 0),
         stored_vectors=sum(counts.get("vectors", {}).values()),
-        vectors=bool(args.get("vectors", True)),
+        vectors=with_vectors,
         load_average_after=load_average(),
     )
     return out
@@ -936,9 +936,10 @@ def run_perf(config: PerfConfig, *, log: Callable[[str], None] = lambda _m: None
         neo: dict[str, Any] = {"location": neo4j_location()}
         why = neo4j_reachable(neo["location"]) if config.neo4j else "disabled"
         log("write: batch write throughput, embedded store")
+        # every write part writes the same corpus the same number of times
+        write_size = {"cache": str(cache), "sentences": config.write_sentences, "rounds": config.write_rounds}
         neo["write_embedded"] = run_part_in_process("write", {
-            "store": str(work / "write-store"), "group": "perf-write", "cache": str(cache),
-            "sentences": config.write_sentences, "rounds": config.write_rounds})
+            **write_size, "store": str(work / "write-store"), "group": "perf-write"})
         result["neo4j"] = neo
         on_update(result)
         if why is None:
@@ -954,13 +955,11 @@ def run_perf(config: PerfConfig, *, log: Callable[[str], None] = lambda _m: None
             run_part_in_process("drop_group", {"store": neo["location"], "group": group, "cache": str(cache)})
             log("write: batch write throughput, Neo4j")
             neo["write_neo4j"] = run_part_in_process("write", {
-                "store": neo["location"], "group": f"perf-write-{os.getpid()}", "cache": str(cache),
-                "sentences": config.write_sentences, "rounds": config.write_rounds})
+                **write_size, "store": neo["location"], "group": f"perf-write-{os.getpid()}"})
             on_update(result)
             log("write: the same batches without their vectors, Neo4j (diagnostic: the graph part's cost)")
             neo["write_neo4j_no_vectors"] = run_part_in_process("write", {
-                "store": neo["location"], "group": f"perf-write-nv-{os.getpid()}", "cache": str(cache),
-                "sentences": config.write_sentences, "rounds": config.write_rounds, "vectors": False})
+                **write_size, "store": neo["location"], "group": f"perf-write-nv-{os.getpid()}", "vectors": False})
         else:
             neo["skipped"] = why
         result["neo4j"] = neo
