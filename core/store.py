@@ -18,7 +18,7 @@ import itertools
 import json
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Collection, Hashable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal, NamedTuple, TypeVar
 
@@ -139,6 +139,26 @@ def merge_batches(batches: Sequence[DocumentBatch]) -> DocumentBatch:
             acc[0].extend(ids)
             acc[1].append(checked_vectors(space, ids, matrix))
     return DocumentBatch(nodes, edges, {space: (ids, np.concatenate(ms)) for space, (ids, ms) in vectors.items()})
+
+
+def nodes_equal_to(nodes: Iterable[Node], prop: str, values: Collection[Any]) -> list[Node]:
+    """The ``nodes`` whose property ``prop`` equals one of ``values``, by Python equality
+    (``1 == 1.0 == True``, lists and dicts by value), one per id, ordered by id.
+
+    Every backend's :meth:`GraphStore.find_nodes` ends here: its query narrows the rows by
+    what the database can compare (an index on scalar values, or the whole label), and this
+    decides, so both backends answer the same for values their query languages compare
+    differently (SQLite's ``json_extract`` would also match a list's JSON text)."""
+    hashable = {v for v in values if isinstance(v, str | int | float | bool)}
+    others = [v for v in values if not isinstance(v, str | int | float | bool)]
+    out: dict[str, Node] = {}
+    for node in nodes:
+        if prop not in node.props:
+            continue
+        value = node.props[prop]
+        if (isinstance(value, str | int | float | bool) and value in hashable) or any(value == o for o in others):
+            out[node.id] = node
+    return sorted(out.values(), key=lambda n: n.id)
 
 
 class GraphStore(ABC):

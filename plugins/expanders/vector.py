@@ -20,7 +20,7 @@ cannot leak annotations such as ``[paragraph, sim=0.751]`` into a prompt.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal
 
 from graphroute.core.hookspecs import hookimpl
@@ -158,6 +158,29 @@ def _fetch(ctx: StageContext, ids: Iterable[str]) -> dict[str, Node]:
     return {n.id: n for n in ctx.services.store.get_nodes(ctx.group, wanted)}
 
 
+def search_evidence(
+    state: QueryState,
+    ctx: StageContext,
+    space: str,
+    top_k: int,
+    min_score: float | None,
+    to_evidence: Callable[[Node, float], Evidence],
+) -> tuple[list[Evidence], int]:
+    """The question's ``top_k`` nearest nodes in vector ``space`` (those scoring at least
+    ``min_score``) as evidence, merged into ``state.evidence``.
+
+    Route 1's chunk search and the sentence anchors are this one search over two spaces;
+    only the evidence each hit becomes differs. Returns the evidence found, best first, and
+    how many of them were new to the state."""
+    hits = ctx.services.store.vector_search(ctx.group, space, ctx.query_vector(state.question), top_k)
+    if min_score is not None:
+        hits = [(i, s) for i, s in hits if s >= min_score]
+    nodes = _fetch(ctx, (i for i, _ in hits))
+    found = [to_evidence(nodes[i], s) for i, s in hits if i in nodes]
+    state.evidence, added = merge_evidence(state.evidence, found)
+    return found, added
+
+
 def walk_window(
     ctx: StageContext,
     starts: Sequence[Node],
@@ -229,13 +252,10 @@ class ChunkVector(Stage):
     params: Params
 
     def run(self, state: QueryState, ctx: StageContext) -> None:
-        store = ctx.services.store
-        hits = store.vector_search(ctx.group, VectorSpace.CHUNK, ctx.query_vector(state.question), self.params.top_k)
-        if self.params.min_score is not None:
-            hits = [(i, s) for i, s in hits if s >= self.params.min_score]
-        nodes = _fetch(ctx, (i for i, _ in hits))
-        found = [chunk_evidence(nodes[i], s, source=self.name) for i, s in hits if i in nodes]
-        state.evidence, added = merge_evidence(state.evidence, found)
+        p = self.params
+        found, added = search_evidence(
+            state, ctx, VectorSpace.CHUNK, p.top_k, p.min_score, lambda n, s: chunk_evidence(n, s, source=self.name)
+        )
         ctx.stats.update(
             {
                 "hits": len(found),
@@ -267,15 +287,11 @@ class VectorAnchors(Stage):
     params: Params
 
     def run(self, state: QueryState, ctx: StageContext) -> None:
-        store = ctx.services.store
-        hits = store.vector_search(ctx.group, VectorSpace.SENTENCE, ctx.query_vector(state.question), self.params.top_k)
-        if self.params.min_score is not None:
-            hits = [(i, s) for i, s in hits if s >= self.params.min_score]
-        nodes = _fetch(ctx, (i for i, _ in hits))
-        anchors = [
-            sentence_evidence(nodes[i], s, source=self.name, role=ROLE_ANCHOR) for i, s in hits if i in nodes
-        ]
-        state.evidence, added = merge_evidence(state.evidence, anchors)
+        p = self.params
+        anchors, added = search_evidence(
+            state, ctx, VectorSpace.SENTENCE, p.top_k, p.min_score,
+            lambda n, s: sentence_evidence(n, s, source=self.name, role=ROLE_ANCHOR),
+        )
         ctx.stats.update(
             {
                 "anchors": len(anchors),

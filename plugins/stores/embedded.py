@@ -56,6 +56,7 @@ from graphroute.core.store import (
     checked_vectors,
     dump_props,
     load_props,
+    nodes_equal_to,
 )
 from graphroute.core.topk import ranked_top
 from graphroute.plugins.stores.wal_checkpointer import WalCheckpointer
@@ -574,20 +575,7 @@ class EmbeddedStore(GraphStore):
                 (group, str(label)),
             ).fetchall()
         # Exact Python equality decides (json_extract would also match a list's JSON text).
-        hashable = {v for v in wanted if isinstance(v, str | int | float | bool)}
-        others = [v for v in wanted if not isinstance(v, str | int | float | bool)]
-        out: dict[str, Node] = {}
-        for row in rows:
-            node = self._node(group, row)
-            if prop not in node.props:
-                continue
-            value = node.props[prop]
-            ok = (isinstance(value, str | int | float | bool) and value in hashable) or any(
-                value == o for o in others
-            )
-            if ok:
-                out[node.id] = node
-        return sorted(out.values(), key=lambda n: n.id)
+        return nodes_equal_to((self._node(group, row) for row in rows), prop, wanted)
 
     def edges_of(
         self,

@@ -58,6 +58,7 @@ from graphroute.core.store import (
     checked_vectors,
     dump_props,
     load_props,
+    nodes_equal_to,
 )
 from pydantic import Field
 
@@ -713,18 +714,8 @@ class Neo4jStore(GraphStore):
                 g=group,
                 l=str(label),
             )
-        hashable = {v for v in wanted if _scalar(v)}
-        others = [v for v in wanted if not _scalar(v)]
-        out: dict[str, Node] = {}
-        for r in rows:
-            node = self._node(group, r)
-            if prop not in node.props:
-                continue
-            value = node.props[prop]
-            # Python equality decides, as in the embedded store (1 == 1.0 == True).
-            if (_scalar(value) and value in hashable) or any(value == o for o in others):
-                out[node.id] = node
-        return sorted(out.values(), key=lambda n: n.id)
+        # Python equality decides, as in the embedded store (1 == 1.0 == True).
+        return nodes_equal_to((self._node(group, r) for r in rows), prop, wanted)
 
     def edges_of(
         self,
