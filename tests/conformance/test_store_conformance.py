@@ -55,6 +55,23 @@ def edge_keys(edges: list[Edge]) -> set[tuple[str, str, str]]:
 # --------------------------------------------------------------------------- nodes
 
 
+def test_find_nodes_compares_values_by_python_equality(store: GraphStore, group: str) -> None:
+    """Both backends let Python's equality decide (core.store.nodes_equal_to): 1 == 1.0 ==
+    True, lists and maps by value, and a list never matches the text of its own JSON."""
+    store.write(group, [
+        Node(id="a", label=Label.ENTITY, group=group, props={"tags": ["x", "y"], "n": 1}),
+        Node(id="b", label=Label.ENTITY, group=group, props={"tags": '["x", "y"]', "n": 2.0}),
+        Node(id="c", label=Label.ENTITY, group=group, props={"tags": {"k": 1}, "n": True}),
+        Node(id="d", label=Label.ENTITY, group=group, props={"n": "1"}),
+        Node(id="s", label=Label.SENTENCE, group=group, props={"n": 1}),
+    ])
+    assert [n.id for n in store.find_nodes(group, Label.ENTITY, "tags", [["x", "y"]])] == ["a"]
+    assert [n.id for n in store.find_nodes(group, Label.ENTITY, "tags", ['["x", "y"]'])] == ["b"]
+    assert [n.id for n in store.find_nodes(group, Label.ENTITY, "tags", [{"k": 1}])] == ["c"]
+    assert [n.id for n in store.find_nodes(group, Label.ENTITY, "n", [1.0])] == ["a", "c"]
+    assert [n.id for n in store.find_nodes(group, Label.ENTITY, "n", ["1", 2, 1.0])] == ["a", "b", "c", "d"]
+
+
 def test_upsert_get_iter_find_nodes(store: GraphStore, group: str) -> None:
     nodes, edges = doc(group, "d1")
     store.write(group, nodes, edges)
