@@ -674,6 +674,11 @@ class EntityGraphStep(IndexStep):
             max_co_occurring=p.max_co_occurring,
             min_chars=p.min_chars,
         )
+        # The layer keeps only its aggregates; the chunks' texts and every extraction are
+        # done with. Let them go before the entity vectors and the edge writes, which were
+        # the index's peak at 100k sentences with both still held (docs/performance.md).
+        del chunks, extractions
+        release_free_memory()
         enter_phase("step:entity_graph:vectors")
         old_vectors = self._old_vectors(store, group)
         store.set_meta(group, META_PREFIX + self.name, {"config": token, "complete": False})
