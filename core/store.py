@@ -141,6 +141,11 @@ def merge_batches(batches: Sequence[DocumentBatch]) -> DocumentBatch:
     return DocumentBatch(nodes, edges, {space: (ids, np.concatenate(ms)) for space, (ids, ms) in vectors.items()})
 
 
+def is_scalar(value: Any) -> bool:
+    """A property value a database can index and compare itself (text, number, boolean)."""
+    return isinstance(value, str | int | float | bool)
+
+
 def nodes_equal_to(nodes: Iterable[Node], prop: str, values: Collection[Any]) -> list[Node]:
     """The ``nodes`` whose property ``prop`` equals one of ``values``, by Python equality
     (``1 == 1.0 == True``, lists and dicts by value), one per id, ordered by id.
@@ -149,14 +154,14 @@ def nodes_equal_to(nodes: Iterable[Node], prop: str, values: Collection[Any]) ->
     what the database can compare (an index on scalar values, or the whole label), and this
     decides, so both backends answer the same for values their query languages compare
     differently (SQLite's ``json_extract`` would also match a list's JSON text)."""
-    hashable = {v for v in values if isinstance(v, str | int | float | bool)}
-    others = [v for v in values if not isinstance(v, str | int | float | bool)]
+    hashable = {v for v in values if is_scalar(v)}
+    others = [v for v in values if not is_scalar(v)]
     out: dict[str, Node] = {}
     for node in nodes:
         if prop not in node.props:
             continue
         value = node.props[prop]
-        if (isinstance(value, str | int | float | bool) and value in hashable) or any(value == o for o in others):
+        if (is_scalar(value) and value in hashable) or any(value == o for o in others):
             out[node.id] = node
     return sorted(out.values(), key=lambda n: n.id)
 

@@ -57,6 +57,7 @@ from graphroute.core.store import (
     batched,
     checked_vectors,
     dump_props,
+    is_scalar,
     load_props,
     nodes_equal_to,
 )
@@ -106,10 +107,6 @@ def _public_uri(uri: str) -> str:
 
 def _batches(rows: Sequence[T], size: int = _BATCH) -> Iterator[Sequence[T]]:
     return batched(rows, size)
-
-
-def _scalar(v: Any) -> bool:
-    return isinstance(v, str | int | float | bool)
 
 
 def _space_name(space: str) -> str:
@@ -427,7 +424,7 @@ class Neo4jStore(GraphStore):
             row: dict[str, Any] = {"id": n.id, "label": str(n.label), "doc_id": n.doc_id, "props": dump_props(n.props)}
             for p in INDEXED_PROPS:
                 v = n.props.get(p)
-                row[p] = v if _scalar(v) else None
+                row[p] = v if is_scalar(v) else None
             node_rows.append(row)
         edge_rows: dict[str, list[dict[str, Any]]] = {}
         for e in edges:
@@ -698,7 +695,7 @@ class Neo4jStore(GraphStore):
         wanted = list(values)
         if not wanted:
             return []
-        if prop in INDEXED_PROPS and all(_scalar(v) for v in wanted):
+        if prop in INDEXED_PROPS and all(is_scalar(v) for v in wanted):
             # prop comes from the fixed INDEXED_PROPS tuple, never from the caller's text.
             rows = self._query(
                 "find_nodes",
