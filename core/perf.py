@@ -509,6 +509,11 @@ def part_index(args: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"load_average_before": load_average()}
     out["model_load_s"] = preload_models(profile)
     out["rss_after_models_mb"] = current_rss_mb()
+    # the file-backed part (shared libraries, the weights' mapping) follows the page cache:
+    # the same process maps ~270 MB more of it right after an install than on a machine whose
+    # cache has aged (docs/performance.md, twenty-fourth round), so runs compare by the split
+    out["rss_after_models_anon_mb"] = round((_status_kb("RssAnon") or 0) / 1024.0, 1)
+    out["rss_after_models_file_mb"] = round((_status_kb("RssFile") or 0) / 1024.0, 1)
     gr = _engine(args["store"], args["group"], Path(args["cache"]))
     from graphroute.core.indexing import observe_phases
 
@@ -1088,7 +1093,9 @@ def table_rows(r: dict[str, Any]) -> list[tuple[str, str, str]]:
             continue
         rows.append((f"scale {int(n):,} sentences: index s / peak RSS MB",
                      f"{_fmt(s.get('wall_s'))} / {_fmt(s.get('peak_rss_index_mb'))}",
-                     f"{_fmt(s.get('index_rss_above_models_mb'))} MB above the loaded models; load {s.get('load_average_before')}"))
+                     f"{_fmt(s.get('index_rss_above_models_mb'))} MB above the loaded models "
+                     f"({_fmt(s.get('rss_after_models_anon_mb'))} anonymous + {_fmt(s.get('rss_after_models_file_mb'))} "
+                     f"file-backed); load {s.get('load_average_before')}"))
     sq = sc.get("query") or {}
     if "error" in sq:
         rows.append(("scale query", "ERROR", sq["error"]))

