@@ -70,13 +70,27 @@ class PerfConfig:
     # the write part writes its corpus this many times, each into an empty group; the first
     # round is a warm-up and the figure is the median of the rest (see part_write)
     write_rounds: int = 4
+    # Neo4j's parts write this many warm-up rounds instead of one, then the same measured
+    # rounds: a freshly started server's rate climbs through its first ~5 rounds of 20,000
+    # sentences while its JIT compiles the write path (docs/performance.md, twenty-fourth round)
+    neo4j_write_warmup_rounds: int = 6
     neo4j: bool = True
     quick: bool = False
 
     @classmethod
     def quick_config(cls) -> PerfConfig:
         return cls(passages=60, questions=4, scale_sentences=(600, 1_200), scale_groups=3,
-                   write_sentences=1_000, write_rounds=1, quick=True)
+                   write_sentences=1_000, write_rounds=1, neo4j_write_warmup_rounds=0, quick=True)
+
+    def write_rounds_for(self, backend: str) -> dict[str, int]:
+        """The write part's ``rounds`` (all of them) and ``warmup_rounds`` for a backend: the
+        same measured rounds on both, after one warm-up round on the embedded store and
+        ``neo4j_write_warmup_rounds`` on Neo4j (a single round, as ``--quick`` writes, has none)."""
+        if self.write_rounds <= 1:
+            return {"rounds": 1, "warmup_rounds": 0}
+        measured = self.write_rounds - 1
+        warm = self.neo4j_write_warmup_rounds if backend == "neo4j" else 1
+        return {"rounds": measured + warm, "warmup_rounds": warm}
 
 
 # --------------------------------------------------------------------------- small helpers
@@ -699,8 +713,9 @@ def part_scale_index(args: dict[str, Any]) -> dict[str, Any]:
 def part_write(args: dict[str, Any]) -> dict[str, Any]:
     """Batch writes of pre-computed skeletons and vectors (no model runs): sentences/s.
 
-    The corpus is written ``rounds`` times, each into an empty group. With more than one,
-    the first round is a warm-up, reported apart, and the figure is the median of the rest.
+    The corpus is written ``rounds`` times, each into an empty group. The first
+    ``warmup_rounds`` (default: one when there are several rounds) are a warm-up, reported
+    apart, and the figure is the median of the rest.
     Why: a server compiles its write path while it runs it (Neo4j's JIT), so its first
     writes measure compilation - a fresh Neo4j took ~10 writes of 20,000 sentences to reach
     its steady rate (seventeenth and eighteenth rounds of docs/performance.md) - while a
@@ -789,7 +804,8 @@ def part_write(args: dict[str, Any]) -> dict[str, Any]:
     store.delete_group(args["group"])
     gr.close()
     rates = [n_sent / secs if secs > 0 else 0.0 for secs in rounds]
-    measured = rates[1:] or rates
+    warm = int(args.get("warmup_rounds", 1 if len(rates) > 1 else 0))
+    measured = rates[warm:] or rates
     rate = statistics.median(measured)
     out.update(
         seconds=round(n_sent / rate, 3) if rate > 0 else 0.0, sentences=n_sent, nodes=n_nodes, edges=n_edges,
@@ -892,7 +908,8 @@ def run_perf(config: PerfConfig, *, log: Callable[[str], None] = lambda _m: None
         "machine": machine_info(),
         "config": {"passages": config.passages, "questions": config.questions,
                    "scale_sentences": list(config.scale_sentences), "scale_groups": config.scale_groups,
-                   "write_sentences": config.write_sentences},
+                   "write_sentences": config.write_sentences, "write_rounds": config.write_rounds,
+                   "neo4j_write_warmup_rounds": config.neo4j_write_warmup_rounds},
         "targets": {"index_ratio": TARGET_INDEX_RATIO, "reindex_s": TARGET_REINDEX_S,
                     "query_p50_over_raw_embed_ms": TARGET_QUERY_OVER_EMBED_MS,
                     "scale_query_factor": TARGET_SCALE_QUERY_FACTOR, "scale_peak_mb": TARGET_SCALE_PEAK_MB,
@@ -942,9 +959,10 @@ def run_perf(config: PerfConfig, *, log: Callable[[str], None] = lambda _m: None
         why = neo4j_reachable(neo["location"]) if config.neo4j else "disabled"
         log("write: batch write throughput, embedded store")
         # every write part writes the same corpus the same number of times
-        write_size = {"cache": str(cache), "sentences": config.write_sentences, "rounds": config.write_rounds}
+        write_size = {"cache": str(cache), "sentences": config.write_sentences}
         neo["write_embedded"] = run_part_in_process("write", {
-            **write_size, "store": str(work / "write-store"), "group": "perf-write"})
+            **write_size, **config.write_rounds_for("embedded"), "store": str(work / "write-store"),
+            "group": "perf-write"})
         result["neo4j"] = neo
         on_update(result)
         if why is None:
@@ -959,6 +977,7 @@ def run_perf(config: PerfConfig, *, log: Callable[[str], None] = lambda _m: None
             on_update(result)
             run_part_in_process("drop_group", {"store": neo["location"], "group": group, "cache": str(cache)})
             log("write: batch write throughput, Neo4j")
+            write_size.update(config.write_rounds_for("neo4j"))
             neo["write_neo4j"] = run_part_in_process("write", {
                 **write_size, "store": neo["location"], "group": f"perf-write-{os.getpid()}"})
             on_update(result)
@@ -1038,8 +1057,13 @@ def _rounds_note(w: Mapping[str, Any]) -> str:
     if len(rates) < 2:
         return ""
     warm = int(w.get("warm_up_rounds", 0))
-    return (f"; median of rounds {', '.join(_fmt(x) for x in rates[warm:])}"
-            + (f" after a warm-up round of {_fmt(rates[0])}" if warm else ""))
+    if warm == 1:
+        after = f" after a warm-up round of {_fmt(rates[0])}"
+    elif warm > 1:
+        after = f" after {warm} warm-up rounds ({', '.join(_fmt(x) for x in rates[:warm])})"
+    else:
+        after = ""
+    return f"; median of rounds {', '.join(_fmt(x) for x in rates[warm:])}{after}"
 
 
 def _fmt(v: Any) -> str:

@@ -135,6 +135,26 @@ def test_write_part_rounds_leave_the_first_out_of_the_median(tmp_path: Path) -> 
     assert note.startswith("; median of rounds ") and note.endswith(f"after a warm-up round of {P._fmt(rates[0])}")
 
 
+def test_write_part_leaves_every_warm_up_round_out_of_the_median(tmp_path: Path) -> None:
+    res = P.part_write({"store": str(tmp_path / "s"), "group": "w", "cache": str(tmp_path / "c"),
+                        "sentences": 200, "groups": 2, "rounds": 5, "warmup_rounds": 3})
+    rates = res["rounds_sentences_per_s"]
+    assert len(rates) == 5 and res["warm_up_rounds"] == 3
+    assert res["sentences_per_s"] == round(statistics.median(rates[3:]), 1)
+    note = P._rounds_note(res)
+    assert note.startswith(f"; median of rounds {P._fmt(rates[3])}, {P._fmt(rates[4])} after 3 warm-up rounds (")
+
+
+def test_neo4j_writes_warm_up_longer_and_measure_the_same_rounds() -> None:
+    cfg = P.PerfConfig()
+    embedded, neo4j = cfg.write_rounds_for("embedded"), cfg.write_rounds_for("neo4j")
+    assert embedded == {"rounds": cfg.write_rounds, "warmup_rounds": 1}
+    assert neo4j["warmup_rounds"] == cfg.neo4j_write_warmup_rounds > 1
+    assert neo4j["rounds"] - neo4j["warmup_rounds"] == embedded["rounds"] - embedded["warmup_rounds"]
+    quick = P.PerfConfig.quick_config()
+    assert quick.write_rounds_for("neo4j") == quick.write_rounds_for("embedded") == {"rounds": 1, "warmup_rounds": 0}
+
+
 def _fake_result() -> dict:
     route = {"wall_ms": {"p50": 40.0, "p95": 60.0}, "stages_ms": {"a": {"p50": 30.0, "p95": 50.0}}}
     return {
