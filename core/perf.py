@@ -199,15 +199,15 @@ class PhaseSampler:
         return {"exact": self.exact, "phases": self.phases}
 
 
+def _status_mb(field_name: str) -> float | None:
+    """One field of /proc/self/status in MB, one decimal (None off Linux)."""
+    kb = _status_kb(field_name)
+    return None if kb is None else round(kb / 1024.0, 1)
+
+
 def current_rss_mb() -> float:
-    try:
-        with open("/proc/self/status", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("VmRSS:"):
-                    return round(int(line.split()[1]) / 1024.0, 1)
-    except OSError:
-        pass
-    return peak_rss_mb()
+    rss = _status_mb("VmRSS")
+    return peak_rss_mb() if rss is None else rss
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -526,8 +526,8 @@ def part_index(args: dict[str, Any]) -> dict[str, Any]:
     # the file-backed part (shared libraries, the weights' mapping) follows the page cache:
     # the same process maps ~270 MB more of it right after an install than on a machine whose
     # cache has aged (docs/performance.md, twenty-fourth round), so runs compare by the split
-    out["rss_after_models_anon_mb"] = round((_status_kb("RssAnon") or 0) / 1024.0, 1)
-    out["rss_after_models_file_mb"] = round((_status_kb("RssFile") or 0) / 1024.0, 1)
+    out["rss_after_models_anon_mb"] = _status_mb("RssAnon")
+    out["rss_after_models_file_mb"] = _status_mb("RssFile")
     gr = _engine(args["store"], args["group"], Path(args["cache"]))
     from graphroute.core.indexing import observe_phases
 
@@ -958,7 +958,8 @@ def run_perf(config: PerfConfig, *, log: Callable[[str], None] = lambda _m: None
         neo: dict[str, Any] = {"location": neo4j_location()}
         why = neo4j_reachable(neo["location"]) if config.neo4j else "disabled"
         log("write: batch write throughput, embedded store")
-        # every write part writes the same corpus the same number of times
+        # every write part writes the same corpus and measures the same number of rounds;
+        # only the warm-up before them differs by backend (PerfConfig.write_rounds_for)
         write_size = {"cache": str(cache), "sentences": config.write_sentences}
         neo["write_embedded"] = run_part_in_process("write", {
             **write_size, **config.write_rounds_for("embedded"), "store": str(work / "write-store"),
@@ -977,13 +978,12 @@ def run_perf(config: PerfConfig, *, log: Callable[[str], None] = lambda _m: None
             on_update(result)
             run_part_in_process("drop_group", {"store": neo["location"], "group": group, "cache": str(cache)})
             log("write: batch write throughput, Neo4j")
-            write_size.update(config.write_rounds_for("neo4j"))
-            neo["write_neo4j"] = run_part_in_process("write", {
-                **write_size, "store": neo["location"], "group": f"perf-write-{os.getpid()}"})
+            neo_write = {**write_size, **config.write_rounds_for("neo4j"), "store": neo["location"]}
+            neo["write_neo4j"] = run_part_in_process("write", {**neo_write, "group": f"perf-write-{os.getpid()}"})
             on_update(result)
             log("write: the same batches without their vectors, Neo4j (diagnostic: the graph part's cost)")
             neo["write_neo4j_no_vectors"] = run_part_in_process("write", {
-                **write_size, "store": neo["location"], "group": f"perf-write-nv-{os.getpid()}", "vectors": False})
+                **neo_write, "group": f"perf-write-nv-{os.getpid()}", "vectors": False})
         else:
             neo["skipped"] = why
         result["neo4j"] = neo
