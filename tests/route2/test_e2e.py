@@ -60,6 +60,19 @@ def test_each_denoiser_can_be_switched_off_and_all_off_is_the_baseline(gr: Graph
     assert "added" in stats(fallback, "vector_fallback")
 
 
+def test_the_shipped_ppr_tolerance_gives_a_tight_solves_evidence_in_fewer_passes(gr: GraphRoute) -> None:
+    """route2_local stops CG at a certified L1 error well above a tight solve's: the evidence
+    (ids, order) must be the tight solve's and every score within that bound of it, and the
+    solve must take fewer passes (else the route's tolerance is not the one applied)."""
+    shipped = next(s.params.tol for s in gr.route("route2_local").stages() if s.spec.key == "ppr")
+    for q in ["Where did Carl Rogers study?", "Which lake lies next to the University of Wisconsin?"]:
+        loose = gr.query(q, route="route2_local")
+        tight = gr.query(q, route="route2_local", overrides={"ppr.tol": 1e-13})
+        assert [e.id for e in loose.evidence] == [e.id for e in tight.evidence] and loose.evidence
+        assert all(abs(a.score - b.score) <= shipped for a, b in zip(loose.evidence, tight.evidence))
+        assert stats(loose, "ppr")["iterations"] < stats(tight, "ppr")["iterations"]  # type: ignore[operator]
+
+
 def test_no_resolvable_seed_answers_not_found(gr: GraphRoute) -> None:
     r = gr.query("Zyxwv qwerty plonk?", route="route2_local")
     assert stats(r, "ppr")["seeds"] == 0
