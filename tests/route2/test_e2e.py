@@ -69,7 +69,7 @@ def test_the_shipped_ppr_tolerance_gives_a_tight_solves_evidence_in_fewer_passes
         loose = gr.query(q, route="route2_local")
         tight = gr.query(q, route="route2_local", overrides={"ppr.tol": 1e-13})
         assert [e.id for e in loose.evidence] == [e.id for e in tight.evidence] and loose.evidence
-        assert all(abs(a.score - b.score) <= shipped for a, b in zip(loose.evidence, tight.evidence))
+        assert all(abs(a.score - b.score) <= shipped for a, b in zip(loose.evidence, tight.evidence, strict=True))
         assert stats(loose, "ppr")["iterations"] < stats(tight, "ppr")["iterations"]  # type: ignore[operator]
 
 
