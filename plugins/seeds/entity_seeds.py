@@ -15,7 +15,7 @@ import heapq
 import json
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -119,6 +119,27 @@ def _clean(span: str) -> str:
 NounPhrases = Literal["always", "fallback", "never"]
 
 
+def question_spacy(noun_phrases: NounPhrases = "always") -> Callable[[str], Any]:
+    """The spaCy call :func:`offline_names` makes first on a question: a function from the
+    question to its ``Doc``. ``graphroute perf`` times it alone as the question's raw spaCy
+    cost, beside the routes that find names offline.
+
+    Names need spaCy's ner alone (it has its own tok2vec; the capitalised-span pass reads only
+    tokens): a third of the full pipeline's time on a question. The tagger and parser run
+    only when noun phrases are always wanted. Per-call ``disable`` leaves the shared pipeline
+    untouched for concurrent queries."""
+    nlp = _nlp()
+    disable = _NOT_FOR_NOUN_PHRASES if noun_phrases == "always" else _NOT_FOR_NAMES
+
+    def call(question: str) -> Any:
+        from thinc.api import set_current_ops
+
+        set_current_ops(_ops())
+        return nlp(question, disable=disable)
+
+    return call
+
+
 def offline_names(question: str, noun_phrases: NounPhrases = "always") -> list[str]:
     """Candidate names from the question: spaCy entities, then capitalised spans, then noun
     phrases (determiners and question words stripped), de-duplicated by normalised name.
@@ -126,15 +147,7 @@ def offline_names(question: str, noun_phrases: NounPhrases = "always") -> list[s
     ``noun_phrases``: "fallback" adds noun phrases only when no entity or capitalised span
     was found - a question's common nouns ("author", "country") name the relation asked
     about, not a node to start from, and resolve to whatever entity happens to contain them."""
-    nlp = _nlp()
-    from thinc.api import set_current_ops
-
-    set_current_ops(_ops())
-    # Names need spaCy's ner alone (it has its own tok2vec; the capitalised-span pass below
-    # reads only tokens): a third of the full pipeline's time on a question. The tagger and
-    # parser run only when noun phrases are wanted. Per-call ``disable`` leaves the shared
-    # pipeline untouched for concurrent queries.
-    doc = nlp(question, disable=_NOT_FOR_NOUN_PHRASES if noun_phrases == "always" else _NOT_FOR_NAMES)
+    doc = question_spacy(noun_phrases)(question)
     found: list[str] = []
     seen: set[str] = set()
 
@@ -181,7 +194,7 @@ def offline_names(question: str, noun_phrases: NounPhrases = "always") -> list[s
         return found
     named = [normalize_name(n) for n in found]
     if not doc.has_annotation("DEP"):
-        doc = nlp(question, disable=_NOT_FOR_NOUN_PHRASES)
+        doc = question_spacy("always")(question)
     for nc in doc.noun_chunks:
         words = [w for w in nc if w.pos_ not in ("DET", "PRON") and w.lower_ not in _QUESTION_WORDS]
         phrase = doc[words[0].i : words[-1].i + 1].text if words else ""

@@ -193,13 +193,31 @@ def test_query_suite_measures_the_raw_embedding_beside_each_route(tmp_path: Path
     gr = P._engine(str(tmp_path / "store"), "syn", tmp_path / "cache")
     gr.index([P.write_corpus_json(corpus, tmp_path / "corpus.json")])
     questions = P.synthetic_questions(corpus, 3)
-    res = P.query_suite(gr, "syn", questions, ["dense", "bm25"])
+    res = P.query_suite(gr, "syn", questions, ["dense", "bm25", "route2_local"])
     gr.close()
     assert res["raw_embed_ms"]["n"] == 3
-    for name in ("dense", "bm25"):
+    for name in ("dense", "bm25", "route2_local"):
         route = res["routes"][name]
         assert route["wall_ms"]["n"] == 3 and route["raw_embed_ms"]["n"] == 3
         assert route["raw_embed_ms"]["p50"] > 0
+    # only the route that finds names offline runs spaCy on the question, so only it gets
+    # spaCy's raw call timed beside it
+    assert res["routes"]["route2_local"]["raw_spacy_ms"]["n"] == 3
+    assert res["routes"]["route2_local"]["raw_spacy_ms"]["p50"] > 0
+    assert "raw_spacy_ms" not in res["routes"]["dense"] and "raw_spacy_ms" not in res["routes"]["bm25"]
+
+
+def test_the_table_prints_a_spacy_routes_p50_over_both_models() -> None:
+    """Diagnostic beside the target: wall p50 less the raw embedding and the raw question
+    spaCy call; the target itself still reads the embedding alone."""
+    r = _fake_result()
+    r["query"]["routes"]["r1"]["raw_embed_ms"] = {"p50": 28.0}
+    r["query"]["routes"]["r1"]["raw_spacy_ms"] = {"p50": 4.5}
+    note = next(row[2] for row in P.table_rows(r) if row[0] == "query r1 ms p50 / p95")
+    assert "raw question spaCy beside it p50 4.50, p50 over both 7.50" in note
+    assert P.verdicts(r)["query_p50_over_embed_ms:r1"]["value"] == 12.0
+    del r["query"]["routes"]["r1"]["raw_spacy_ms"]
+    assert "spaCy" not in next(row[2] for row in P.table_rows(r) if row[0] == "query r1 ms p50 / p95")
 
 
 def test_table_names_every_figure_and_verdict() -> None:
