@@ -703,10 +703,10 @@ def _question_spacy_call(route: Any) -> Callable[[str], Any] | None:
     without an LLM), or None when the route has no such stage switched on."""
     for stage in route.stages():
         if stage.spec.enabled and stage.cls.name == "ner_seeds":
-            from graphroute.plugins.seeds.entity_seeds import question_spacy
+            from graphroute.plugins.seeds.entity_seeds import question_doc
 
-            call: Callable[[str], Any] = question_spacy(stage.params.noun_phrases)
-            return call
+            mode = stage.params.noun_phrases
+            return lambda question: question_doc(question, mode)
     return None
 
 

@@ -15,7 +15,7 @@ import heapq
 import json
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -119,25 +119,18 @@ def _clean(span: str) -> str:
 NounPhrases = Literal["always", "fallback", "never"]
 
 
-def question_spacy(noun_phrases: NounPhrases = "always") -> Callable[[str], Any]:
-    """The spaCy call :func:`offline_names` makes first on a question: a function from the
-    question to its ``Doc``. ``graphroute perf`` times it alone as the question's raw spaCy
-    cost, beside the routes that find names offline.
+def question_doc(question: str, noun_phrases: NounPhrases = "always") -> Any:
+    """The question's spaCy ``Doc``: the call :func:`offline_names` makes first, and the one
+    ``graphroute perf`` times alone as the question's raw spaCy cost.
 
     Names need spaCy's ner alone (it has its own tok2vec; the capitalised-span pass reads only
     tokens): a third of the full pipeline's time on a question. The tagger and parser run
     only when noun phrases are always wanted. Per-call ``disable`` leaves the shared pipeline
     untouched for concurrent queries."""
-    nlp = _nlp()
-    disable = _NOT_FOR_NOUN_PHRASES if noun_phrases == "always" else _NOT_FOR_NAMES
+    from thinc.api import set_current_ops
 
-    def call(question: str) -> Any:
-        from thinc.api import set_current_ops
-
-        set_current_ops(_ops())
-        return nlp(question, disable=disable)
-
-    return call
+    set_current_ops(_ops())
+    return _nlp()(question, disable=_NOT_FOR_NOUN_PHRASES if noun_phrases == "always" else _NOT_FOR_NAMES)
 
 
 def offline_names(question: str, noun_phrases: NounPhrases = "always") -> list[str]:
@@ -147,7 +140,7 @@ def offline_names(question: str, noun_phrases: NounPhrases = "always") -> list[s
     ``noun_phrases``: "fallback" adds noun phrases only when no entity or capitalised span
     was found - a question's common nouns ("author", "country") name the relation asked
     about, not a node to start from, and resolve to whatever entity happens to contain them."""
-    doc = question_spacy(noun_phrases)(question)
+    doc = question_doc(question, noun_phrases)
     found: list[str] = []
     seen: set[str] = set()
 
@@ -194,7 +187,7 @@ def offline_names(question: str, noun_phrases: NounPhrases = "always") -> list[s
         return found
     named = [normalize_name(n) for n in found]
     if not doc.has_annotation("DEP"):
-        doc = question_spacy("always")(question)
+        doc = question_doc(question)
     for nc in doc.noun_chunks:
         words = [w for w in nc if w.pos_ not in ("DET", "PRON") and w.lower_ not in _QUESTION_WORDS]
         phrase = doc[words[0].i : words[-1].i + 1].text if words else ""
