@@ -23,8 +23,10 @@ install: $(VENV)/.installed-$(EXTRAS)
 demo: install
 	$(VENV)/bin/graphroute demo
 
+# ruff, then the layer contracts of pyproject.toml's [tool.importlinter] (lint-imports).
 lint: install
 	$(VENV)/bin/ruff check core plugins tests examples
+	$(VENV)/bin/lint-imports
 
 # mypy cannot follow setuptools' editable import hook, so it checks a symlink view of the
 # mapped package (graphroute.core -> core/, graphroute.plugins -> plugins/).
@@ -57,7 +59,7 @@ neo4j-down:
 # fails, then a strict build fails on any broken link or anchor (never add --quiet: it hides the
 # warnings --strict counts).
 docs: install
-	$(PY) -m graphroute.core.docgen --check
+	$(PY) -m graphroute.core.apps.docgen --check
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict -f docs/mkdocs.yml
 
 test: lint typecheck docs unit

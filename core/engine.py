@@ -18,13 +18,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .config import Overrides, ResolvedRoute, load_route, overrides_from_mapping
-from .models import QueryResult
-from .registry import Registry, get_registry
-from .runner import run_route
-from .services import Services
-from .settings import Settings
-from .store import GraphStore, StoreError
+from graphroute.core.api.models import QueryResult
+from graphroute.core.api.store import GraphStore
+from graphroute.core.config.overrides import Overrides, overrides_from_mapping
+from graphroute.core.config.resolve import ResolvedRoute, load_route
+from graphroute.core.config.settings import Settings
+from graphroute.core.errors import StoreError
+from graphroute.core.query.runner import run_route
+from graphroute.core.query.services import Services
+from graphroute.core.registry import Registry, get_registry
 
 
 def open_store(location: str, *, settings: Settings | None = None, registry: Registry | None = None) -> GraphStore:
@@ -68,7 +70,7 @@ class GraphRoute:
         with self._lock:
             svc = self._services.get(group)
             if svc is None:
-                from .llm import llm_factory
+                from graphroute.core.config.clients import llm_factory
 
                 svc = Services(
                     self.store, group, settings=self.settings, registry=self.registry,
@@ -114,8 +116,8 @@ class GraphRoute:
         profile: str | None = None,
         remove_missing: bool = False,
     ) -> Any:
-        """Index files or folders into the group (see :class:`~graphroute.core.indexing.Indexer`)."""
-        from .indexing import Indexer
+        """Index files or folders into the group (see :class:`~graphroute.core.index.pipeline.Indexer`)."""
+        from graphroute.core.index.pipeline import Indexer
 
         indexer = Indexer(self.store, group or self.group, registry=self.registry, settings=self.settings, profile=profile)
         report = indexer.index_paths([Path(p) for p in paths], remove_missing=remove_missing)
@@ -124,7 +126,7 @@ class GraphRoute:
         return report
 
     def stats(self, group: str | None = None) -> dict[str, Any]:
-        from .stats import group_stats
+        from graphroute.core.index.stats import group_stats
 
         return group_stats(self.store, group or self.group)
 

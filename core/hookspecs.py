@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
-    from .components import (
+    from graphroute.core.api.components import (
         Embedder,
         Extractor,
         IndexStep,
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
         Segmenter,
         StoreBackend,
     )
-    from .stage import Stage
+    from graphroute.core.api.stage import Stage
 
 PROJECT = "graphroute"
 hookspec = pluggy.HookspecMarker(PROJECT)
@@ -98,44 +98,44 @@ def register_synthesizers() -> list[type[Stage]]:  # type: ignore[empty-body]
 
 @hookspec
 def register_loaders() -> list[type[Loader]]:  # type: ignore[empty-body]
-    """Return :class:`~graphroute.core.components.Loader` classes; each declares the file
+    """Return :class:`~graphroute.core.api.components.Loader` classes; each declares the file
     ``extensions`` it reads. Example: ``return [MarkdownLoader]``."""
 
 
 @hookspec
 def register_segmenters() -> list[type[Segmenter]]:  # type: ignore[empty-body]
-    """Return sentence :class:`~graphroute.core.components.Segmenter` classes.
+    """Return sentence :class:`~graphroute.core.api.components.Segmenter` classes.
     Example: ``return [SpacySegmenter]``."""
 
 
 @hookspec
 def register_embedders() -> list[type[Embedder]]:  # type: ignore[empty-body]
-    """Return :class:`~graphroute.core.components.Embedder` classes (local model, Voyage,
+    """Return :class:`~graphroute.core.api.components.Embedder` classes (local model, Voyage,
     OpenAI, ...). Example: ``return [LocalEmbedder]``."""
 
 
 @hookspec
 def register_extractors() -> list[type[Extractor]]:  # type: ignore[empty-body]
-    """Return entity/relation :class:`~graphroute.core.components.Extractor` classes.
+    """Return entity/relation :class:`~graphroute.core.api.components.Extractor` classes.
     Example: ``return [SpacyExtractor, ReplayExtractor]``."""
 
 
 @hookspec
 def register_index_steps() -> list[type[IndexStep]]:  # type: ignore[empty-body]
-    """Return :class:`~graphroute.core.components.IndexStep` classes that run after
+    """Return :class:`~graphroute.core.api.components.IndexStep` classes that run after
     parsing: edge builders (sentence kNN, section similarity), the entity graph,
     communities. Example: ``return [SentenceKnn]``."""
 
 
 @hookspec
 def register_llm_clients() -> list[type[LLMClient]]:  # type: ignore[empty-body]
-    """Return :class:`~graphroute.core.components.LLMClient` classes.
+    """Return :class:`~graphroute.core.api.components.LLMClient` classes.
     Example: ``return [OpenAIChat]``."""
 
 
 @hookspec
 def register_stores() -> list[type[StoreBackend]]:  # type: ignore[empty-body]
-    """Return :class:`~graphroute.core.components.StoreBackend` classes; the first whose
+    """Return :class:`~graphroute.core.api.components.StoreBackend` classes; the first whose
     ``handles(location)`` is true opens a store location. Example: ``return [Neo4jBackend]``."""
 
 

@@ -13,18 +13,48 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 import pluggy
-
-from . import hookspecs
-from .components import Embedder, Extractor, IndexStep, LLMClient, Loader, Segmenter, StoreBackend
-from .stage import Stage, StageKind
+from graphroute.core import hookspecs
+from graphroute.core.api.components import (
+    Embedder,
+    Extractor,
+    IndexStep,
+    LLMClient,
+    Loader,
+    Segmenter,
+    StoreBackend,
+)
+from graphroute.core.api.stage import Stage, StageKind
+from graphroute.core.errors import PluginError
 
 T = TypeVar("T")
 
 BUILTIN_PACKAGE = "graphroute.plugins"
-
-
-class PluginError(Exception):
-    """A plugin is broken or two plugins claim the same name."""
+# Built-in plugin modules, imported by name like pytest's default plugins, so the kernel never
+# imports a plugin module statically.
+DEFAULT_PLUGINS: tuple[str, ...] = (
+    # index side
+    "graphroute.plugins.loaders.files",
+    "graphroute.plugins.segmenters.spacy_segmenter",
+    "graphroute.plugins.embedders.local",
+    "graphroute.plugins.embedders.remote",
+    "graphroute.plugins.index_steps.skeleton",
+    "graphroute.plugins.extractors.builtin",
+    "graphroute.plugins.graph_builders.entity_graph",
+    "graphroute.plugins.stores.embedded",
+    "graphroute.plugins.stores.neo4j_store",
+    "graphroute.plugins.llm.openai_chat",
+    # query side
+    "graphroute.plugins.seeds.entity_seeds",
+    "graphroute.plugins.seeds.tiers",
+    "graphroute.plugins.expanders.graph",
+    "graphroute.plugins.expanders.vector",
+    "graphroute.plugins.denoisers.route2",
+    "graphroute.plugins.denoisers.skeleton",
+    "graphroute.plugins.denoisers.context",
+    "graphroute.plugins.denoisers.rerank_remote",
+    "graphroute.plugins.synthesizers.builtin",
+    "graphroute.plugins.baselines.lexical",
+)
 
 
 @dataclass
@@ -131,18 +161,12 @@ class Registry:
         ]
 
 
-def _builtin_modules() -> list[str]:
-    from graphroute.plugins import BUILTIN_PLUGINS
-
-    return list(BUILTIN_PLUGINS)
-
-
 def build_registry(*, entry_points: bool = True, extra_plugins: list[object] | None = None) -> Registry:
     """Create a plugin manager, register built-ins, entry points and ``extra_plugins``
     (tests use that), and collect every family."""
     pm = pluggy.PluginManager(hookspecs.PROJECT)
     pm.add_hookspecs(hookspecs)
-    for modname in _builtin_modules():
+    for modname in DEFAULT_PLUGINS:
         try:
             module = importlib.import_module(modname)
         except ImportError as exc:  # an optional dependency missing must not break the CLI

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from graphroute.core.api.models import Evidence, Label
+from graphroute.core.api.stage import QueryState, Slot, Stage, StageContext, StageKind, StageParams
+from graphroute.core.api.store import GraphStore, cache_token
 from graphroute.core.hookspecs import hookimpl
-from graphroute.core.models import Evidence, Label
-from graphroute.core.stage import QueryState, Slot, Stage, StageContext, StageKind, StageParams
-from graphroute.core.store import GraphStore, cache_token
 from pydantic import Field
 
 _CACHE_SIZE = 4  # (store, group, version, params) indexes kept in memory

@@ -16,9 +16,9 @@ import re
 from collections.abc import Sequence
 from functools import lru_cache
 
+from graphroute.core.api.models import Evidence
+from graphroute.core.api.stage import QueryState, Slot, Stage, StageContext, StageKind, StageParams
 from graphroute.core.hookspecs import hookimpl
-from graphroute.core.models import Evidence
-from graphroute.core.stage import QueryState, Slot, Stage, StageContext, StageKind, StageParams
 from pydantic import Field
 
 # `[Skeleton: ...]`, `[Skeleton-B: ...]` and the index-time label prefix

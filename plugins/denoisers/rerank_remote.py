@@ -12,14 +12,14 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from graphroute.core.api.stage import QueryState, Slot, Stage, StageContext, StageKind, StageParams
 from graphroute.core.hookspecs import hookimpl
-from graphroute.core.stage import QueryState, Slot, Stage, StageContext, StageKind, StageParams
 from graphroute.plugins.denoisers.context import strip_internal_tags
-from graphroute.plugins.embedders.remote import VOYAGE_PRICES, VoyageConnection, _VoyageBase
+from graphroute.plugins.embedders.remote import VOYAGE_PRICES, VoyageBase, VoyageConnection
 from pydantic import Field
 
 
-class _Reranker(_VoyageBase):
+class _Reranker(VoyageBase):
     def __init__(self, params: VoyageConnection) -> None:
         self.params = params
         self._init_remote()

@@ -18,9 +18,9 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
+from graphroute.core.api.models import Evidence, ScoredNode, content_hash
+from graphroute.core.api.stage import QueryState, Slot, Stage, StageContext, StageKind, StageParams
 from graphroute.core.hookspecs import hookimpl
-from graphroute.core.models import Evidence, ScoredNode, content_hash
-from graphroute.core.stage import QueryState, Slot, Stage, StageContext, StageKind, StageParams
 from pydantic import Field
 
 ENTITIES_KEY = "entities"  # Evidence.metadata key: every entity that brought this text

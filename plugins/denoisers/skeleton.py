@@ -18,9 +18,9 @@ import re
 from functools import lru_cache
 from typing import Any, Literal
 
+from graphroute.core.api.models import Evidence
+from graphroute.core.api.stage import QueryState, Slot, Stage, StageContext, StageKind, StageParams
 from graphroute.core.hookspecs import hookimpl
-from graphroute.core.models import Evidence
-from graphroute.core.stage import QueryState, Slot, Stage, StageContext, StageKind, StageParams
 from pydantic import Field
 
 _SPACE_RE = re.compile(r"\s+")

@@ -16,9 +16,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from graphroute.core.components import ComponentParams, Embedder
+from graphroute.core.api.components import ComponentParams, Embedder
 from graphroute.core.hookspecs import hookimpl
-from graphroute.core.indexing import release_free_memory
+from graphroute.core.lib.phases import release_free_memory
 from graphroute.plugins.embedders.bert_forward import LeanBert
 from pydantic import Field
 

@@ -7,7 +7,7 @@ context of its whole document*, so "It was founded in 1902." carries the documen
 with ``input_type="query"``.
 
 Every call: timeout, bounded retries with backoff on 429 / 5xx / timeouts (the SDKs' own
-retries are off; :func:`graphroute.core.llm.call_with_retries` applies), API key read from
+retries are off; :func:`graphroute.core.lib.llm.call_with_retries` applies), API key read from
 the environment variable named by ``api_key_env`` and never printed. Token usage and cost
 accumulate in ``embedder.usage`` (``tokens``, ``calls``, ``retries``, ``cost_usd``).
 
@@ -26,12 +26,13 @@ from functools import partial
 from typing import Any, TypeVar
 
 import numpy as np
-from graphroute.core.components import ComponentParams, Embedder
+from graphroute.core.api.components import ComponentParams, Embedder
+from graphroute.core.api.models import VectorSpace
+from graphroute.core.api.store import GraphStore
+from graphroute.core.errors import EmbeddingDimensionError, LLMConfigError
 from graphroute.core.hookspecs import hookimpl
-from graphroute.core.knn import normalise_in_place
-from graphroute.core.llm import LLMConfigError, RetryPolicy, call_with_retries
-from graphroute.core.models import VectorSpace
-from graphroute.core.store import GraphStore
+from graphroute.core.lib.knn import normalise_in_place
+from graphroute.core.lib.llm import RetryPolicy, call_with_retries
 from graphroute.plugins.llm.openai_chat import (
     OpenAIConnection,
     Price,
@@ -46,8 +47,6 @@ T = TypeVar("T")
 # ----------------------------------------------------------------------------- dimension check
 
 
-class EmbeddingDimensionError(Exception):
-    """The embedder's vectors do not fit the group's stored vectors."""
 
 
 def stored_dimension(store: GraphStore, group: str, space: str) -> int | None:
@@ -144,7 +143,7 @@ def classify_voyage_error(exc: BaseException) -> tuple[bool, float | None, int |
         status = getattr(exc, "http_status", None)
         if status is None:
             return False, None, None
-        from graphroute.core.llm import retry_after_from_headers
+        from graphroute.core.lib.llm import retry_after_from_headers
 
         retry_after = retry_after_from_headers(getattr(exc, "headers", None) or {})
         return status == 429 or status >= 500, retry_after, int(status)
@@ -177,7 +176,7 @@ def voyage_sdk_client(conn: VoyageConnection) -> tuple[Any, str]:
     return client, (base_url or "https://api.voyageai.com/v1").rstrip("/")
 
 
-class _VoyageBase:
+class VoyageBase:
     """Lazy client + retried calls with usage accounting, shared by embedder and reranker."""
 
     params: VoyageConnection
@@ -209,7 +208,7 @@ class _VoyageBase:
         return result
 
 
-class VoyageEmbedder(_VoyageBase, Embedder):
+class VoyageEmbedder(VoyageBase, Embedder):
     """Voyage AI embeddings; voyage-context-3 embeds each unit in its document's context."""
 
     name = "voyage"

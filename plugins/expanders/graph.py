@@ -2,7 +2,7 @@
 
 Route 2 (route2 reference §2) and Route 5 (route5 §2.4) share one PPR pass. The predecessor
 ran PPR in Cypher over five typed "paths"; graphroute runs it in Python on the sparse
-adjacency every store exports (:func:`graphroute.core.graph.adjacency`), so both backends
+adjacency every store exports (:func:`graphroute.core.lib.graph.adjacency`), so both backends
 rank identically.
 
 **The five paths, mapped to our index** (the reference's edge names in parentheses):
@@ -38,13 +38,13 @@ from typing import Any, Literal
 import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
-from graphroute.core.entities import is_entity_id
-from graphroute.core.graph import GraphView, adjacency
+from graphroute.core.api.models import EdgeType, Evidence, Label, Node, ScoredNode
+from graphroute.core.api.stage import QueryState, Slot, Stage, StageContext, StageKind, StageParams
+from graphroute.core.api.store import GraphStore, per_version
 from graphroute.core.hookspecs import hookimpl
-from graphroute.core.models import EdgeType, Evidence, Label, Node, ScoredNode
-from graphroute.core.stage import QueryState, Slot, Stage, StageContext, StageKind, StageParams
-from graphroute.core.store import GraphStore, per_version
-from graphroute.core.topk import largest, ranked_top
+from graphroute.core.lib.entities import is_entity_id
+from graphroute.core.lib.graph import GraphView, adjacency
+from graphroute.core.lib.topk import largest, ranked_top
 from pydantic import Field
 
 DEFAULT_DAMPING = 0.85
@@ -627,13 +627,16 @@ class PPR(Stage):
     name = "ppr"
     kind = StageKind.EXPANDER
     consumes = (Slot.SEEDS,)
-    produces = (Slot.ENTITIES,)
+    reads = (Slot.DAMPING,)
+    produces = (Slot.ENTITIES, Slot.NODE_SCORES)
+    slot_params = {"damping": Slot.DAMPING}
 
     class Params(StageParams):
         damping: float | None = Field(
-            DEFAULT_DAMPING, gt=0.0, lt=1.0,
-            description="Probability of following an edge (1 - teleport). null: use the damping a "
-            "weight_profile stage chose (Route 5), else 0.85.",
+            None, gt=0.0, lt=1.0,
+            description="Probability of following an edge (1 - teleport). null: the damping an earlier "
+            "stage chose for the question (weight_profile, unified_seeds), else 0.85. A number here is "
+            "refused when an earlier stage chooses it, so one of the two is never silently ignored.",
         )
         top_k: int = Field(15, ge=1, le=10_000, description="Entities ranked before the relevance budget.")
         budget: float = Field(
@@ -725,7 +728,7 @@ class PPR(Stage):
         nodes = {nd.id: nd for nd in store.get_nodes(state.group, [ids[i] for i in chosen])}
         state.entities = [_scored(ids[i], float(scores[i]), nodes.get(ids[i])) for i in chosen]
         # chunk PPR mass: ppr_passages' ranking and an optional ordering signal for entity_chunks
-        state.extras["ppr_node_scores"] = NodeMass(ids, pos, np.where(is_ent, 0.0, mass))
+        state.node_scores = NodeMass(ids, pos, np.where(is_ent, 0.0, mass))
         ctx.stats.update(
             {
                 "graph_nodes": n,
@@ -859,6 +862,7 @@ class EntityChunks(Stage):
     name = "entity_chunks"
     kind = StageKind.EXPANDER
     consumes = (Slot.ENTITIES,)
+    reads = (Slot.NODE_SCORES,)
     produces = (Slot.EVIDENCE,)
 
     class Params(StageParams):
@@ -874,7 +878,7 @@ class EntityChunks(Stage):
     def run(self, state: QueryState, ctx: StageContext) -> None:
         store = ctx.services.store
         index = chunk_mentions(store, state.group)
-        mass: Mapping[str, float] = state.extras.get("ppr_node_scores", {}) if self.params.order == "ppr" else {}
+        mass: Mapping[str, float] = state.node_scores if self.params.order == "ppr" else {}
         # only the chunks that survive each entity's limit are read from the store
         kept = {e.id: index.chunks_of(e.id, self.params.limit_per_entity, mass) for e in state.entities}
         all_ids = list(dict.fromkeys(c for cs in kept.values() for c in cs))
@@ -898,7 +902,7 @@ class PPRPassages(Stage):
 
     name = "ppr_passages"
     kind = StageKind.EXPANDER
-    consumes = (Slot.ENTITIES,)
+    consumes = (Slot.NODE_SCORES,)
     produces = (Slot.EVIDENCE,)
 
     class Params(StageParams):
@@ -909,9 +913,9 @@ class PPRPassages(Stage):
     def run(self, state: QueryState, ctx: StageContext) -> None:
         # HippoRAG (1 and 2) scores a passage by the PPR probability on its own node rather
         # than by the entity that led to it; chunks are PPR nodes here through MENTIONS, so
-        # the ppr stage's ``ppr_node_scores`` already holds that ranking.
+        # the ppr stage's node scores already hold that ranking.
         store = ctx.services.store
-        mass: Mapping[str, float] = state.extras.get("ppr_node_scores", {})
+        mass: Mapping[str, float] = state.node_scores
         chunks = node_ids(store, state.group, Label.CHUNK)
         if isinstance(mass, NodeMass):
             top = mass.top(self.params.top_k, chunks)

@@ -23,9 +23,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal
 
+from graphroute.core.api.models import EdgeType, Evidence, Node, VectorSpace
+from graphroute.core.api.stage import QueryState, Slot, Stage, StageContext, StageKind, StageParams
 from graphroute.core.hookspecs import hookimpl
-from graphroute.core.models import EdgeType, Evidence, Node, VectorSpace
-from graphroute.core.stage import QueryState, Slot, Stage, StageContext, StageKind, StageParams
 from pydantic import Field
 
 # Evidence.metadata["role"] values written by these stages.

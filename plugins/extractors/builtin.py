@@ -18,9 +18,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from graphroute.core.components import ComponentParams, Extraction, Extractor, LLMClient
+from graphroute.core.api.components import ComponentParams, Extraction, Extractor, LLMClient
+from graphroute.core.api.models import content_hash
 from graphroute.core.hookspecs import hookimpl
-from graphroute.core.models import content_hash
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
 if TYPE_CHECKING:
@@ -301,7 +301,7 @@ class OpenIEOutput(BaseModel):
 def parse_openie(text: str) -> Extraction:
     """Parse an LLM answer (a code fence or prose around the object is tolerated); raises
     ValueError when it is not the expected JSON."""
-    from graphroute.core.llm import parse_json_text
+    from graphroute.core.lib.llm import parse_json_text
 
     try:
         out = OpenIEOutput.model_validate(parse_json_text(text))
@@ -402,7 +402,8 @@ class LLMOpenIEExtractor(ContextBoundExtractor):
         """Ask the model; a malformed answer gets one repair round (a different prompt, so
         the client's reply cache cannot replay the bad answer); None when nothing valid
         came back, so the passage is not cached and a later run tries again."""
-        from graphroute.core.llm import LLMOutputError, complete_json
+        from graphroute.core.errors import LLMOutputError
+        from graphroute.core.lib.llm import complete_json
 
         assert self._llm is not None
         try:
@@ -435,7 +436,7 @@ class LLMOpenIEExtractor(ContextBoundExtractor):
                 "extractor 'llm_openie' needs an LLM client: set GRAPHROUTE_LLM=openai (and "
                 "OPENAI_BASE_URL / OPENAI_API_KEY / GRAPHROUTE_LLM_MODEL), or use extractor 'spacy' or 'replay'"
             )
-        from graphroute.core.settings import default_cache_dir
+        from graphroute.core.lib.paths import default_cache_dir
 
         cache = OpenIECache(self._cache_dir or default_cache_dir(), llm_model_id(self._llm))
         ttl = [

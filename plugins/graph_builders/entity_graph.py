@@ -38,18 +38,24 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-from graphroute.core import progress
-from graphroute.core.components import ComponentParams, Extraction, Extractor, IndexStep, LLMClient
-from graphroute.core.entities import ENTITY_ID_PREFIX, EntityTable, normalize_name
+from graphroute.core.api.components import (
+    ComponentParams,
+    Extraction,
+    Extractor,
+    IndexStep,
+    LLMClient,
+)
+from graphroute.core.api.models import Edge, EdgeType, Label, Node, VectorSpace, content_hash
 from graphroute.core.hookspecs import hookimpl
-from graphroute.core.indexing import enter_phase, release_free_memory
-from graphroute.core.knn import normalise_in_place
-from graphroute.core.models import Edge, EdgeType, Label, Node, VectorSpace, content_hash
+from graphroute.core.lib import progress
+from graphroute.core.lib.entities import ENTITY_ID_PREFIX, EntityTable, normalize_name
+from graphroute.core.lib.knn import normalise_in_place
+from graphroute.core.lib.phases import enter_phase, release_free_memory
 from pydantic import BaseModel, Field
 
 if TYPE_CHECKING:
-    from graphroute.core.indexing import IndexContext
-    from graphroute.core.store import GraphStore
+    from graphroute.core.api.components import IndexContext
+    from graphroute.core.api.store import GraphStore
 
 log = logging.getLogger(__name__)
 
@@ -1170,7 +1176,7 @@ class CommunitiesStep(IndexStep):
             + "\n\nSentences:\n"
             + ("\n".join(f"- {s}" for s in sents) or "(none)")
         )
-        from graphroute.core.llm import complete_json
+        from graphroute.core.lib.llm import complete_json
 
         messages = [
             {"role": "system", "content": SUMMARY_SYSTEM},

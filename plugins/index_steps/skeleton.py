@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from graphroute.core.components import ComponentParams, IndexStep
+from graphroute.core.api.components import ComponentParams, IndexContext, IndexStep
+from graphroute.core.api.models import Edge, EdgeType, Label, VectorSpace
 from graphroute.core.hookspecs import hookimpl
-from graphroute.core.indexing import IndexContext, enter_phase
-from graphroute.core.knn import knn_pairs
-from graphroute.core.models import Edge, EdgeType, Label, VectorSpace
-from graphroute.core.progress import bar
+from graphroute.core.lib.knn import knn_pairs
+from graphroute.core.lib.phases import enter_phase
+from graphroute.core.lib.progress import bar
 from pydantic import Field
 
 SOURCE_KNN_SENTENCE = "knn_sentence"

@@ -11,7 +11,7 @@ llama.cpp (set ``base_url``). Why the care around it:
   in graphroute behaves (and is tested) the same way.
 * **Cost**: token usage comes from the server's ``usage`` block; cost is computed from a
   small price table (a parameter, USD per million tokens) and returned in the response.
-* **Cache**: replies are cached on disk by model + prompt hash (:mod:`graphroute.core.llm_cache`)
+* **Cache**: replies are cached on disk by model + prompt hash (:mod:`graphroute.core.lib.llm_cache`)
   so benchmark reruns are reproducible and free.
 """
 
@@ -22,15 +22,11 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from graphroute.core.components import ComponentParams, LLMClient, LLMResponse
+from graphroute.core.api.components import ComponentParams, LLMClient, LLMResponse
+from graphroute.core.errors import LLMConfigError
 from graphroute.core.hookspecs import hookimpl
-from graphroute.core.llm import (
-    LLMConfigError,
-    RetryPolicy,
-    call_with_retries,
-    retry_after_from_headers,
-)
-from graphroute.core.llm_cache import LLMCache, prompt_key
+from graphroute.core.lib.llm import RetryPolicy, call_with_retries, retry_after_from_headers
+from graphroute.core.lib.llm_cache import LLMCache, prompt_key
 from pydantic import BaseModel, Field
 
 OPENAI_DEFAULT_URL = "https://api.openai.com/v1"

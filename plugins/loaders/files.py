@@ -2,7 +2,7 @@
 
 Every loader turns a file into :class:`SourceDocument` s made of :class:`Block` s in reading
 order (headings with levels, paragraphs, tables); the skeleton builder
-(:mod:`graphroute.core.skeleton`) does the rest. Loaders only *read*: they never guess
+(:mod:`graphroute.core.index.skeleton`) does the rest. Loaders only *read*: they never guess
 sentences. Bad input raises :class:`LoaderError` with a reason a user can act on, so the
 indexer can report the file and carry on with the others.
 
@@ -22,9 +22,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from graphroute.core.components import Block, ComponentParams, Loader, LoaderError, SourceDocument
+from graphroute.core.api.components import Block, ComponentParams, Loader, SourceDocument
+from graphroute.core.api.models import content_hash
+from graphroute.core.errors import LoaderError
 from graphroute.core.hookspecs import hookimpl
-from graphroute.core.models import content_hash
 from pydantic import Field
 
 # --------------------------------------------------------------------------- shared checks

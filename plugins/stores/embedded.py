@@ -42,15 +42,11 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import numpy as np
-from graphroute.core.components import ComponentParams, StoreBackend
-from graphroute.core.embed_cache import enable_wal
-from graphroute.core.hookspecs import hookimpl
-from graphroute.core.knn import normalise_in_place
-from graphroute.core.models import Edge, Node
-from graphroute.core.store import (
+from graphroute.core.api.components import ComponentParams, StoreBackend
+from graphroute.core.api.models import Edge, Node
+from graphroute.core.api.store import (
     Direction,
     GraphStore,
-    StoreError,
     VectorBatch,
     batched,
     checked_vectors,
@@ -58,7 +54,11 @@ from graphroute.core.store import (
     load_props,
     nodes_equal_to,
 )
-from graphroute.core.topk import ranked_top
+from graphroute.core.errors import StoreError
+from graphroute.core.hookspecs import hookimpl
+from graphroute.core.lib.embed_cache import enable_wal
+from graphroute.core.lib.knn import normalise_in_place
+from graphroute.core.lib.topk import ranked_top
 from graphroute.plugins.stores.wal_checkpointer import WalCheckpointer
 from pydantic import Field
 

@@ -45,14 +45,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import unquote
 
 import numpy as np
-from graphroute.core.components import ComponentParams, StoreBackend
-from graphroute.core.hookspecs import hookimpl
-from graphroute.core.models import Edge, EdgeType, Node
-from graphroute.core.store import (
+from graphroute.core.api.components import ComponentParams, StoreBackend
+from graphroute.core.api.models import Edge, EdgeType, Node
+from graphroute.core.api.store import (
     Direction,
     DocumentBatch,
     GraphStore,
-    StoreError,
     VectorBatch,
     batched,
     checked_vectors,
@@ -61,6 +59,8 @@ from graphroute.core.store import (
     load_props,
     nodes_equal_to,
 )
+from graphroute.core.errors import StoreError, StoreUnavailableError
+from graphroute.core.hookspecs import hookimpl
 from pydantic import Field
 
 if TYPE_CHECKING:
@@ -200,7 +200,7 @@ class Neo4jStore(GraphStore):
             except (ServiceUnavailable, OSError) as exc:
                 if attempt == connect_attempts:
                     self._driver.close()
-                    raise StoreError(
+                    raise StoreUnavailableError(
                         f"Neo4j at {self.location} is unreachable after {attempt} attempts: {exc}"
                     ) from None
                 time.sleep(delay)
@@ -240,9 +240,9 @@ class Neo4jStore(GraphStore):
         except StoreError:
             raise
         except (ServiceUnavailable, SessionExpired) as exc:
-            raise StoreError(f"Neo4j at {self.location} became unreachable during {what}: {exc}") from exc
+            raise StoreUnavailableError(f"Neo4j at {self.location} became unreachable during {what}: {exc}") from exc
         except AuthError as exc:
-            raise StoreError(f"Neo4j at {self.location} rejected the credentials during {what}") from exc
+            raise StoreUnavailableError(f"Neo4j at {self.location} rejected the credentials during {what}") from exc
         except (Neo4jError, DriverError) as exc:
             raise StoreError(f"Neo4j at {self.location} failed during {what}: {exc}") from exc
 

@@ -22,10 +22,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Literal
 
+from graphroute.core.api.constants import NOT_FOUND
+from graphroute.core.api.models import Citation, Evidence
+from graphroute.core.api.stage import QueryState, Slot, Stage, StageContext, StageKind, StageParams
+from graphroute.core.errors import LLMNotConfiguredError
 from graphroute.core.hookspecs import hookimpl
-from graphroute.core.models import Citation, Evidence
-from graphroute.core.runner import NOT_FOUND
-from graphroute.core.stage import QueryState, Slot, Stage, StageContext, StageKind, StageParams
 from pydantic import Field
 
 # ----------------------------------------------------------------------------- text helpers
@@ -324,8 +325,6 @@ _MODEL_NOT_FOUND_RE = re.compile(
 )
 
 
-class LLMNotConfiguredError(RuntimeError):
-    """llm_synthesis ran without an LLM and without the extractive fallback."""
 
 
 def build_messages(question: str, context: str, extra_instructions: str = "") -> list[dict[str, str]]:
@@ -394,8 +393,6 @@ class LLMSynthesis(Stage):
     params: Params
 
     def run(self, state: QueryState, ctx: StageContext) -> None:
-        from graphroute.core.llm import stage_llm
-
         if _already_negative(state, ctx):
             return
         p = self.params
@@ -405,7 +402,7 @@ class LLMSynthesis(Stage):
         if reason is not None:
             answer_not_found(state, ctx, reason)
             return
-        llm = stage_llm(ctx.services, p.llm, p.llm_params)
+        llm = ctx.services.stage_llm(p.llm, p.llm_params)
         if llm is None:
             if p.fallback == "extractive":
                 ctx.stats["fallback"] = "extractive"

@@ -11,9 +11,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from graphroute.core.bench import BenchRunner
-from graphroute.core.datasets import Dataset, load_dataset
-from graphroute.core.settings import Settings
+from graphroute.core.apps.bench.bench import BenchRunner
+from graphroute.core.apps.bench.datasets import Dataset, load_dataset
+from graphroute.core.config.settings import Settings
 
 PASSAGES = [
     {"title": "Lake Baikal", "text": "Lake Baikal is a rift lake in Siberia. It is the deepest lake in the world, reaching 1,642 metres."},

@@ -5,10 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from graphroute.core.bench import BenchRunner, Variant, VerdictRule, aggregate, bench_json, compare
-from graphroute.core.config import Overrides
-from graphroute.core.datasets import Dataset
-from graphroute.core.metrics import recall_at_k
+from graphroute.core.apps.bench.bench import (
+    BenchRunner,
+    Variant,
+    VerdictRule,
+    aggregate,
+    bench_json,
+    compare,
+)
+from graphroute.core.apps.bench.datasets import Dataset
+from graphroute.core.apps.bench.metrics import recall_at_k
+from graphroute.core.config.overrides import Overrides
 
 from .conftest import make_runner
 

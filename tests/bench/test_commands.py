@@ -6,8 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from graphroute.core import bench_cli
-from graphroute.core.cli import app
+from graphroute.core.apps.cli.main import cli_app
 from typer.testing import CliRunner
 
 ABLATION_ROUTE = """\
@@ -26,8 +25,6 @@ stages:
 
 @pytest.fixture(scope="module")
 def cli() -> CliRunner:
-    if "bench" not in {c.name for c in app.registered_commands}:
-        bench_cli.register(app)
     return CliRunner()
 
 
@@ -45,7 +42,7 @@ def env(bench_files: dict[str, Path], runner: object, monkeypatch: pytest.Monkey
 
 def test_bench_json_and_out_folder(cli: CliRunner, env: list[str], tmp_path: Path) -> None:
     out = tmp_path / "report"
-    res = cli.invoke(app, ["bench", *env, "--route", "bm25", "--route", "dense", "--json", "--out", str(out)])
+    res = cli.invoke(cli_app(), ["bench", *env, "--route", "bm25", "--route", "dense", "--json", "--out", str(out)])
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)
     assert set(data["routes"]) == {"bm25", "dense"}
@@ -58,29 +55,29 @@ def test_bench_json_and_out_folder(cli: CliRunner, env: list[str], tmp_path: Pat
 
 
 def test_bench_set_applies_where_the_stage_exists(cli: CliRunner, env: list[str]) -> None:
-    res = cli.invoke(app, ["bench", *env, "-r", "bm25", "-r", "dense", "--set", "bm25.top_k=1", "--json", "--limit", "2"])
+    res = cli.invoke(cli_app(), ["bench", *env, "-r", "bm25", "-r", "dense", "--set", "bm25.top_k=1", "--json", "--limit", "2"])
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)
     assert all(len(r["ranked"]) <= 1 for r in data["per_question"] if r["route"] == "bm25")
     assert any(len(r["ranked"]) > 1 for r in data["per_question"] if r["route"] == "dense")
-    bad = cli.invoke(app, ["bench", *env, "-r", "bm25", "--disable", "no_such_stage"])
+    bad = cli.invoke(cli_app(), ["bench", *env, "-r", "bm25", "--disable", "no_such_stage"])
     assert bad.exit_code != 0
 
 
 def test_ab_one_route_with_b_overrides(cli: CliRunner, env: list[str]) -> None:
-    res = cli.invoke(app, ["ab", *env, "--route", "bm25", "--b-set", "bm25.top_k=1", "--json"])
+    res = cli.invoke(cli_app(), ["ab", *env, "--route", "bm25", "--b-set", "bm25.top_k=1", "--json"])
     assert res.exit_code == 0, res.output
     cmp = json.loads(res.stdout)
     assert cmp["b"]["set"] == {"bm25.top_k": 1}
     assert cmp["per_question"]["recall@5"]["wins"] == 0
     assert cmp["verdict"] in ("KEEP", "REVERT") and cmp["rule"].startswith("KEEP when")
-    text = cli.invoke(app, ["ab", *env, "--route", "bm25", "--route", "dense", "--limit", "2"])
+    text = cli.invoke(cli_app(), ["ab", *env, "--route", "bm25", "--route", "dense", "--limit", "2"])
     assert text.exit_code == 0, text.output
     assert "verdict:" in text.stdout and "wins" in text.stdout
 
 
 def test_ablate_is_sequential_and_reverted_stages_stay_off(cli: CliRunner, env: list[str], tmp_path: Path) -> None:
-    res = cli.invoke(app, ["ablate", "--route", "bench_ablation_test", *env, "--json", "--out", str(tmp_path / "abl")])
+    res = cli.invoke(cli_app(), ["ablate", "--route", "bench_ablation_test", *env, "--json", "--out", str(tmp_path / "abl")])
     assert res.exit_code == 0, res.output
     result = json.loads(res.stdout)
     assert result["toggleable"] == ["md5_dedup", "keyword_overlap", "vector_fallback", "token_budget"]
@@ -102,7 +99,7 @@ def test_unanswerable_question_counts_for_negative_pass(cli: CliRunner, env: lis
     bank.write_text(json.dumps({"id": "n1", "question": "zzqx wvvy", "answerable": False}) + "\n", encoding="utf-8")
     args = list(env)
     args[1] = str(bank)
-    res = cli.invoke(app, ["bench", *args, "-r", "bm25", "--json"])
+    res = cli.invoke(cli_app(), ["bench", *args, "-r", "bm25", "--json"])
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)
     rec = data["per_question"][0]

@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-from graphroute.core.datasets import DatasetError, corpus_hash, load_corpus, load_dataset
+from graphroute.core.apps.bench.datasets import corpus_hash, load_corpus, load_dataset
+from graphroute.core.errors import DatasetError
 
 CORPUS = [
     {"title": "Mercury", "text": "Mercury is the smallest planet."},

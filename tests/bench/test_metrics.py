@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from graphroute.core import metrics as M
+from graphroute.core.apps.bench import metrics as M
 from hypothesis import given
 from hypothesis import strategies as st
 

@@ -13,9 +13,10 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+from graphroute.core.api.store import GraphStore
+from graphroute.core.config.settings import Settings
 from graphroute.core.engine import open_store
-from graphroute.core.settings import Settings
-from graphroute.core.store import GraphStore, StoreError
+from graphroute.core.errors import StoreError
 
 from tests.dev_neo4j import NEO4J_URI
 

@@ -7,9 +7,9 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
-from graphroute.core.graph import adjacency
-from graphroute.core.models import EdgeType, Label, Node, VectorSpace
-from graphroute.core.store import GraphStore, clear_derived
+from graphroute.core.api.models import EdgeType, Label, Node, VectorSpace
+from graphroute.core.api.store import GraphStore, clear_derived
+from graphroute.core.lib.graph import adjacency
 
 from .conftest import open_backend
 from .test_store_conformance import graph_fixture, unit

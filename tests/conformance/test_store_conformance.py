@@ -12,9 +12,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-from graphroute.core.graph import adjacency
-from graphroute.core.models import Edge, EdgeType, Label, Node, VectorSpace
-from graphroute.core.store import DocumentBatch, GraphStore, StoreError, clear_derived
+from graphroute.core.api.models import Edge, EdgeType, Label, Node, VectorSpace
+from graphroute.core.api.store import DocumentBatch, GraphStore, clear_derived
+from graphroute.core.errors import StoreError
+from graphroute.core.lib.graph import adjacency
 
 DIM = 16
 MakeGroup = Callable[..., str]

@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from graphroute.core import docgen
-from graphroute.core.config import builtin_routes_dir
+from graphroute.core.apps import docgen
+from graphroute.core.config.route import builtin_routes_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
@@ -27,7 +27,7 @@ def pages() -> dict[str, str]:
 def test_generated_pages_are_up_to_date(pages: dict[str, str]) -> None:
     stale = docgen.stale_pages(REFERENCE, pages)
     assert not stale, (
-        f"stale generated docs: {stale}; regenerate with `.venv/bin/python -m graphroute.core.docgen` "
+        f"stale generated docs: {stale}; regenerate with `.venv/bin/python -m graphroute.core.apps.docgen` "
         "(or `make docs`) and commit docs/pages/reference"
     )
 

@@ -8,16 +8,15 @@ from pathlib import Path
 
 import pytest
 import yaml
-from graphroute.core.config import (
-    RouteConfigError,
+from graphroute.core.config.overrides import (
     apply_overrides,
-    load_route,
-    load_route_file,
     overrides_from_cli,
     overrides_from_env,
     overrides_from_mapping,
-    resolve_route,
 )
+from graphroute.core.config.resolve import load_route, resolve_route
+from graphroute.core.config.route import load_route_file
+from graphroute.core.errors import RouteConfigError
 from graphroute.core.registry import Registry, build_registry
 
 from tests.engine import stages as test_stages
@@ -266,7 +265,7 @@ def test_parallel_branches_are_validated_each(tmp_path: Path, registry: Registry
 
 def test_shipped_routes_all_resolve() -> None:
     """Every YAML shipped in routes/ loads and validates against the built-in plugins."""
-    from graphroute.core.config import builtin_routes_dir
+    from graphroute.core.config.route import builtin_routes_dir
     from graphroute.core.registry import get_registry
 
     names = sorted(p.stem for p in builtin_routes_dir().glob("*.yaml"))

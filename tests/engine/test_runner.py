@@ -9,14 +9,15 @@ import threading
 from pathlib import Path
 
 import pytest
-from graphroute.core.config import load_route, overrides_from_cli
+from graphroute.core.api.models import Evidence
+from graphroute.core.api.stage import QueryState
+from graphroute.core.api.store import GraphStore
+from graphroute.core.config.overrides import overrides_from_cli
+from graphroute.core.config.resolve import load_route
 from graphroute.core.engine import open_store
-from graphroute.core.models import Evidence
+from graphroute.core.query.runner import merge_states, run_route
+from graphroute.core.query.services import Services
 from graphroute.core.registry import Registry, build_registry
-from graphroute.core.runner import merge_states, run_route
-from graphroute.core.services import Services
-from graphroute.core.stage import QueryState
-from graphroute.core.store import GraphStore
 
 from tests.engine import stages as test_stages
 

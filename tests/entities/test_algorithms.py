@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from graphroute.core.components import Extraction
-from graphroute.core.models import EdgeType
+from graphroute.core.api.components import Extraction
+from graphroute.core.api.models import EdgeType
 from graphroute.plugins.graph_builders import entity_graph
 from graphroute.plugins.graph_builders.entity_graph import (
     ChunkInput,

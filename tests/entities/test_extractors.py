@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-from graphroute.core.components import LLMClient
-from graphroute.core.entities import normalize_name
+from graphroute.core.api.components import LLMClient
+from graphroute.core.lib.entities import normalize_name
 from graphroute.core.registry import get_registry
 from graphroute.plugins.extractors.builtin import (
     LLMOpenIEExtractor,
@@ -107,7 +107,7 @@ def test_parse_openie_tolerates_fences_and_drops_bad_triples() -> None:
 
 
 def test_openie_cache_round_trip_and_torn_line(tmp_path: Path) -> None:
-    from graphroute.core.components import Extraction
+    from graphroute.core.api.components import Extraction
 
     c = OpenIECache(tmp_path, "model/x")
     k = OpenIECache.key("text", "title")

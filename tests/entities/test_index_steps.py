@@ -11,11 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from graphroute.core.indexing import IndexContext, Indexer, IndexProfile
-from graphroute.core.models import EdgeType, Label
+from graphroute.core.api.components import IndexContext
+from graphroute.core.api.models import EdgeType, Label
+from graphroute.core.api.store import GraphStore
+from graphroute.core.config.index_profile import IndexProfile
+from graphroute.core.config.settings import Settings
+from graphroute.core.index.pipeline import Indexer
 from graphroute.core.registry import get_registry
-from graphroute.core.settings import Settings
-from graphroute.core.store import GraphStore
 from graphroute.plugins.graph_builders.entity_graph import EntityKnnStep
 from graphroute.plugins.stores.embedded import EmbeddedStore
 
@@ -137,7 +139,7 @@ def test_entity_layer_is_built_and_reported(
     for s in store.get_nodes(a, [e.src for e in sent_edges]):
         assert s.label == Label.SENTENCE and "marie curie" in s.props["text"].lower()
     # graphroute stats shows what the steps reported
-    from graphroute.core.stats import group_stats
+    from graphroute.core.index.stats import group_stats
 
     assert (
         group_stats(store, a)["index"]["steps"]["communities"]["communities"] == com["communities"]
@@ -262,7 +264,7 @@ def test_replay_extractor_through_the_indexer(tmp_path: Path) -> None:
     )
     eg = report["steps"]["entity_graph"]
     assert eg["extraction"]["replay_hits"] == 4 and eg["extraction"].get("replay_misses", 0) == 0
-    from graphroute.core.entities import entity_id
+    from graphroute.core.lib.entities import entity_id
 
     ids = {n.id for n in store.iter_nodes("m", Label.ENTITY)}
     for d in recorded:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from graphroute.core.entities import EntityTable, entity_id, normalize_name
+from graphroute.core.lib.entities import EntityTable, entity_id, normalize_name
 from hypothesis import given
 from hypothesis import strategies as st
 

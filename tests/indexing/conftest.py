@@ -10,11 +10,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from graphroute.core.api.store import GraphStore
+from graphroute.core.config.index_profile import ComponentSpec, IndexProfile, ParseSettings
+from graphroute.core.config.settings import Settings
 from graphroute.core.engine import open_store
-from graphroute.core.indexing import ComponentSpec, Indexer, IndexProfile, ParseSettings
+from graphroute.core.index.pipeline import Indexer
 from graphroute.core.registry import Registry, get_registry
-from graphroute.core.settings import Settings
-from graphroute.core.store import GraphStore
 
 SAMPLE_CORPUS = Path(__file__).resolve().parents[2] / "examples" / "sample_corpus"
 MUSIQUE = Path("/work/shared/datasets/musique/corpus.json")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from typing import Any
 
-from graphroute.core.store import GraphStore
+from graphroute.core.api.store import GraphStore
 
 SKELETON_LABELS = {"Document", "Section", "Paragraph", "Sentence", "TextChunk"}
 SKELETON_EDGES = {"HAS_SECTION", "SUBSECTION_OF", "PART_OF", "NEXT", "IN_SECTION", "IN_DOCUMENT"}

@@ -11,10 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from graphroute.core import indexing
+from graphroute.core.api.constants import DOCUMENTS_META
+from graphroute.core.api.store import DocumentBatch, GraphStore
 from graphroute.core.engine import open_store
-from graphroute.core.indexing import DOCUMENTS_META
-from graphroute.core.store import DocumentBatch, GraphStore, StoreError
+from graphroute.core.errors import StoreError
+from graphroute.core.index import pipeline as indexing
 
 from .conftest import skeleton_profile
 from .test_embed_window import _corpus

@@ -6,7 +6,7 @@ import multiprocessing as mp
 from pathlib import Path
 
 import numpy as np
-from graphroute.core.embed_cache import EmbeddingCache, text_key
+from graphroute.core.lib.embed_cache import EmbeddingCache, text_key
 
 
 def _writer(directory: str, worker: int, n: int) -> None:

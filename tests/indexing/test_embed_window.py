@@ -8,10 +8,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from graphroute.core import indexing
+from graphroute.core.api.models import VectorSpace
+from graphroute.core.api.store import GraphStore
 from graphroute.core.engine import open_store
-from graphroute.core.models import VectorSpace
-from graphroute.core.store import GraphStore
+from graphroute.core.index import pipeline as indexing
 
 from .conftest import skeleton_profile
 

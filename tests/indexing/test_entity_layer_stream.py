@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from graphroute.core.components import Extraction
+from graphroute.core.api.components import Extraction
+from graphroute.core.api.models import Label, Node
 from graphroute.core.engine import open_store
-from graphroute.core.models import Label, Node
 from graphroute.plugins.graph_builders import entity_graph as eg
 
 

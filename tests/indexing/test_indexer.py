@@ -8,12 +8,13 @@ import shutil
 from pathlib import Path
 
 import pytest
-from graphroute.core.indexing import ComponentSpec, Indexer, IndexProfile
-from graphroute.core.models import Edge, Node
-from graphroute.core.services import INDEX_PROFILE_META
-from graphroute.core.stats import INDEX_REPORT_META, group_stats
-from graphroute.core.store import GraphStore
-from graphroute.core.sweep import THRESHOLDS, threshold_sweep
+from graphroute.core.api.constants import INDEX_PROFILE_META, INDEX_REPORT_META
+from graphroute.core.api.models import Edge, Node
+from graphroute.core.api.store import GraphStore
+from graphroute.core.apps.bench.sweep import THRESHOLDS, threshold_sweep
+from graphroute.core.config.index_profile import ComponentSpec, IndexProfile
+from graphroute.core.index.pipeline import Indexer
+from graphroute.core.index.stats import group_stats
 
 from .conftest import SAMPLE_CORPUS, skeleton_profile
 from .invariants import check_skeleton
@@ -171,7 +172,7 @@ def test_sentence_knn_low_threshold_keeps_invariants_and_spares_entity_edges(mak
 
 
 def ctx_indexer_report():  # type: ignore[no-untyped-def]
-    from graphroute.core.indexing import IndexReport
+    from graphroute.core.index.pipeline import IndexReport
 
     return IndexReport()
 
@@ -190,13 +191,13 @@ def test_sweep_matches_the_step_and_is_monotone(make_indexer, store: GraphStore,
 
 
 def test_cli_index_with_sweep(tmp_path: Path, corpus: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from graphroute.core.cli import app
+    from graphroute.core.apps.cli.main import cli_app
     from typer.testing import CliRunner
 
     profile = tmp_path / "p.yaml"
     profile.write_text("name: p\nsteps:\n  - use: sentence_knn\n", encoding="utf-8")
     monkeypatch.setenv("GRAPHROUTE_CACHE", str(tmp_path / "cache"))
-    res = CliRunner().invoke(app, ["index", str(corpus), "--store", str(tmp_path / "s"), "--group", "c",
+    res = CliRunner().invoke(cli_app(), ["index", str(corpus), "--store", str(tmp_path / "s"), "--group", "c",
                                    "--profile", str(profile), "--sweep-thresholds", "--json"])
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout[res.stdout.index("{"):])

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from graphroute.core import knn
-from graphroute.core.knn import knn_pairs
+from graphroute.core.lib import knn
+from graphroute.core.lib.knn import knn_pairs
 
 
 def brute(vectors: np.ndarray, k: int, threshold: float, keys: list[int]) -> dict[tuple[int, int], float]:

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from graphroute.core.components import LoaderError
+from graphroute.core.errors import LoaderError
 from graphroute.plugins.loaders.files import (
     HtmlLoader,
     JsonCorpusLoader,

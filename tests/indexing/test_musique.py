@@ -6,9 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
-from graphroute.core.indexing import IndexContext, IndexReport
-from graphroute.core.store import GraphStore
-from graphroute.core.sweep import threshold_sweep
+from graphroute.core.api.components import IndexContext
+from graphroute.core.api.store import GraphStore
+from graphroute.core.apps.bench.sweep import threshold_sweep
+from graphroute.core.index.pipeline import IndexReport
 from graphroute.plugins.index_steps.skeleton import SentenceKnn
 
 from .conftest import MUSIQUE, skeleton_profile

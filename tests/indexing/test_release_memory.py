@@ -4,8 +4,8 @@ does not do by itself when live blocks are scattered through the heap."""
 from __future__ import annotations
 
 import pytest
-from graphroute.core import indexing
-from graphroute.core.perf import _status_kb
+from graphroute.core.apps.perf.perf import _status_kb
+from graphroute.core.lib import phases as indexing
 
 
 def test_scattered_free_blocks_are_returned() -> None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from graphroute.core.components import Block, SourceDocument
-from graphroute.core.models import content_hash
-from graphroute.core.skeleton import (
+from graphroute.core.api.components import Block, SourceDocument
+from graphroute.core.api.models import content_hash
+from graphroute.core.index.skeleton import (
     MERGED_CONFIDENCE,
     DocumentSkeleton,
     ParseLimits,

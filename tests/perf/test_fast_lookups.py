@@ -13,7 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import pytest
-from graphroute.core.entities import normalize_name
+from graphroute.core.lib.entities import normalize_name
 from graphroute.plugins.seeds.entity_seeds import Lexicon, _contains_words
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -88,10 +88,10 @@ def test_generated_names_same_results_as_the_scans(names: list[str], q: str, cut
 
 
 def test_names_reaching_the_embedding_strategy_share_one_model_call(tmp_path: Path) -> None:
+    from graphroute.core.api.models import Label, Node
+    from graphroute.core.api.stage import QueryState, StageContext
     from graphroute.core.engine import open_store
-    from graphroute.core.models import Label, Node
-    from graphroute.core.services import Services
-    from graphroute.core.stage import QueryState, StageContext
+    from graphroute.core.query.services import Services
     from graphroute.plugins.seeds.entity_seeds import SeedResolution
 
     store = open_store(str(tmp_path / "store"))

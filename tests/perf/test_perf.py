@@ -9,7 +9,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from graphroute.core import perf as P
+from graphroute.core.apps.perf import perf as P
 
 from tests.stores.test_neo4j_errors import NEO4J_URI, needs_server
 
@@ -86,7 +86,7 @@ def test_recorder_keeps_the_texts_the_models_got_and_restores_the_methods() -> N
 def test_offline_routes_are_shipped_and_llm_free() -> None:
     routes = P.offline_routes()
     assert "route1_vector" in routes and "route2_local" in routes
-    from graphroute.core.config import load_route_file
+    from graphroute.core.config.route import load_route_file
 
     for r in routes:
         assert not any(u.startswith("llm_") for u in P._uses(load_route_file(r)))

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from graphroute.core import perf
-from graphroute.core.indexing import enter_phase, observe_phases
+from graphroute.core.apps.perf import perf
+from graphroute.core.lib.phases import enter_phase, observe_phases
 
 
 def test_a_phase_gets_its_own_peak_and_the_process_peak_survives_the_resets() -> None:

@@ -9,8 +9,8 @@ import sqlite3
 from pathlib import Path
 
 import numpy as np
+from graphroute.core.api.models import Edge, EdgeType, Label, Node
 from graphroute.core.engine import open_store
-from graphroute.core.models import Edge, EdgeType, Label, Node
 from graphroute.plugins.stores import embedded
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from graphroute.core import PluginError, Stage, StageKind, hookimpl
-from graphroute.core.config import load_route
+from graphroute.core.config.resolve import load_route
 from graphroute.core.registry import build_registry
 
 GRAPHROUTE = str(Path(sys.executable).parent / "graphroute")

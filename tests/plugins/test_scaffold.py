@@ -11,7 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from graphroute.core.scaffold import PluginNames, ScaffoldError, new_plugin
+from graphroute.core.apps.scaffold import PluginNames, new_plugin
+from graphroute.core.errors import ScaffoldError
 
 BIN = Path(sys.executable).parent
 GRAPHROUTE = str(BIN / "graphroute")

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from graphroute.core.settings import Settings
+from graphroute.core.config.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
 GRAPHROUTE = str(Path(sys.executable).with_name("graphroute"))

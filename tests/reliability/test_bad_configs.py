@@ -16,8 +16,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from graphroute.core import cli
-from graphroute.core.config import builtin_routes_dir
+from graphroute.core.apps.cli import main as cli
+from graphroute.core.config.route import builtin_routes_dir
 
 from tests.reliability.conftest import assert_no_traceback, run_cli
 

@@ -20,10 +20,10 @@ import threading
 import time
 from pathlib import Path
 
+from graphroute.core.config.settings import Settings
 from graphroute.core.engine import GraphRoute, open_store
-from graphroute.core.indexing import Indexer
+from graphroute.core.index.pipeline import Indexer
 from graphroute.core.registry import get_registry
-from graphroute.core.settings import Settings
 
 from tests.indexing.conftest import skeleton_profile
 from tests.reliability.conftest import REPO

@@ -6,12 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import yaml
-from graphroute.core.config import (
-    RouteConfigError,
-    load_route,
-    overrides_from_cli,
-    overrides_from_mapping,
-)
+from graphroute.core.config.overrides import overrides_from_cli, overrides_from_mapping
+from graphroute.core.config.resolve import load_route
+from graphroute.core.errors import RouteConfigError
 from graphroute.core.registry import build_registry
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

@@ -27,10 +27,11 @@ import time
 from pathlib import Path
 
 import pytest
+from graphroute.core.api.constants import DOCUMENTS_META
+from graphroute.core.config.settings import Settings
 from graphroute.core.engine import open_store
-from graphroute.core.indexing import DOCUMENTS_META, Indexer
+from graphroute.core.index.pipeline import Indexer
 from graphroute.core.registry import get_registry
-from graphroute.core.settings import Settings
 
 from tests.reliability.conftest import GRAPHROUTE, assert_no_traceback, cli_env, run_cli
 

@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from graphroute.core.config import list_routes
+from graphroute.core.api.models import QueryResult
+from graphroute.core.api.store import GraphStore
+from graphroute.core.config.route import list_routes
+from graphroute.core.config.settings import Settings
 from graphroute.core.engine import GraphRoute
-from graphroute.core.models import QueryResult
-from graphroute.core.settings import Settings
-from graphroute.core.store import GraphStore
 
 from tests.conformance.conftest import open_backend
 
@@ -216,7 +216,7 @@ def test_http_upload_titles_and_questions_round_trip_verbatim(tmp_path: Path) ->
     import time
 
     from fastapi.testclient import TestClient
-    from graphroute.core.server import ServerConfig, create_app
+    from graphroute.core.apps.serve.server import ServerConfig, create_app
 
     marker = tmp_path / "pwned"
     titles = [f"{CYPHER} {YAML_BITS} $(touch {marker}); `touch {marker}`", '"quoted title"', "it's: [a, {b}]"]

@@ -10,7 +10,8 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from graphroute.core.components import Loader, LoaderError
+from graphroute.core.api.components import Loader
+from graphroute.core.errors import LoaderError
 from graphroute.plugins.loaders.files import (
     HtmlLoader,
     JsonCorpusLoader,

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from graphroute.core.api.models import Edge, EdgeType, Label, Node
+from graphroute.core.api.stage import StageContext
+from graphroute.core.api.store import GraphStore
 from graphroute.core.engine import open_store
-from graphroute.core.models import Edge, EdgeType, Label, Node
-from graphroute.core.services import Services
-from graphroute.core.stage import StageContext
-from graphroute.core.store import GraphStore
+from graphroute.core.query.services import Services
 
 GROUP = "g"
 

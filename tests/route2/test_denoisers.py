@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from graphroute.core.models import Evidence, ScoredNode
-from graphroute.core.services import Services
-from graphroute.core.stage import QueryState, StageContext
+from graphroute.core.api.models import Evidence, ScoredNode
+from graphroute.core.api.stage import QueryState, StageContext
+from graphroute.core.query.services import Services
 from graphroute.plugins.denoisers.route2 import (
     CommunityFilter,
     Md5Dedup,

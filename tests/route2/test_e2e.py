@@ -7,8 +7,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from graphroute.core.api.models import QueryResult
 from graphroute.core.engine import GraphRoute
-from graphroute.core.models import QueryResult
 
 CORPUS = Path(__file__).parent / "corpus"
 DENOISERS = ["md5_dedup", "community_filter", "score_gap", "score_weighted", "semantic_dedup"]

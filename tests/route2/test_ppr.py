@@ -7,9 +7,9 @@ import sys
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from graphroute.core.models import Edge, EdgeType, Label, Node, ScoredNode, Seed
-from graphroute.core.stage import QueryState
-from graphroute.core.store import GraphStore
+from graphroute.core.api.models import Edge, EdgeType, Label, Node, ScoredNode, Seed
+from graphroute.core.api.stage import QueryState
+from graphroute.core.api.store import GraphStore
 from graphroute.plugins.expanders import graph as graph_module
 from graphroute.plugins.expanders.graph import (
     _FACTORS_KEPT,
@@ -369,7 +369,7 @@ def test_entity_chunks_keeps_the_first_chunks_in_reading_order(store: GraphStore
     # order "ppr": the chunks' own PPR mass first, reading order among equal mass
     st = QueryState("q", GROUP)
     st.entities = [ScoredNode(id="ent:hub", name="Hub", score=0.5)]
-    st.extras["ppr_node_scores"] = {"c030": 0.3, "c017": 0.3, "c002": 0.1}
+    st.node_scores = {"c030": 0.3, "c017": 0.3, "c002": 0.1}
     EntityChunks(EntityChunks.Params(limit_per_entity=4, order="ppr")).run(st, context(store))
     assert [e.id for e in st.evidence] == ["c017", "c030", "c002", "c000"]
 

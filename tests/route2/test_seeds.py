@@ -7,9 +7,9 @@ import sys
 
 import numpy as np
 import pytest
-from graphroute.core.models import Edge, EdgeType, Seed
-from graphroute.core.stage import QueryState
-from graphroute.core.store import GraphStore
+from graphroute.core.api.models import Edge, EdgeType, Seed
+from graphroute.core.api.stage import QueryState
+from graphroute.core.api.store import GraphStore
 from graphroute.plugins.seeds import entity_seeds
 from graphroute.plugins.seeds.entity_seeds import (
     CommunityPeers,
@@ -100,7 +100,7 @@ def test_parse_llm_names() -> None:
 
 @pytest.fixture
 def lex_store(store: GraphStore) -> GraphStore:
-    from graphroute.core.services import Services
+    from graphroute.core.query.services import Services
 
     nodes = [
         ent("carl rogers", name="Carl Rogers", mentions=5),

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from graphroute.core.api.models import Label, Node, Seed, SeedArray
+from graphroute.core.api.stage import QueryState, Slot, StageContext
+from graphroute.core.api.store import GraphStore
 from graphroute.core.engine import open_store
-from graphroute.core.models import Label, Node, Seed, SeedArray
-from graphroute.core.runner import merge_states
-from graphroute.core.services import Services
-from graphroute.core.stage import QueryState, Slot, StageContext
-from graphroute.core.store import GraphStore
+from graphroute.core.query.runner import merge_states
+from graphroute.core.query.services import Services
 from graphroute.plugins.expanders.graph import PPR
 from graphroute.plugins.seeds.tiers import PASSAGE_TIER, unify, with_specificity
 
@@ -93,7 +93,7 @@ def store(tmp_path: Path) -> Iterator[GraphStore]:
 def _ppr(store: GraphStore, st: QueryState) -> tuple[list[tuple[str, float]], dict[str, float]]:
     c = StageContext(services=Services(store, GROUP), stage_id="p")
     PPR(PPR.Params(budget=1.0)).run(st, c)
-    mass = st.extras["ppr_node_scores"]
+    mass = st.node_scores
     return [(e.id, e.score) for e in st.entities], {k: mass[k] for k in mass}
 
 

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from graphroute.core.api.models import Edge, EdgeType, Label, Node, Seed
+from graphroute.core.api.stage import QueryState, StageContext
+from graphroute.core.api.store import GraphStore
 from graphroute.core.engine import open_store
-from graphroute.core.models import Edge, EdgeType, Label, Node, Seed
-from graphroute.core.services import Services
-from graphroute.core.stage import QueryState, StageContext
-from graphroute.core.store import GraphStore
+from graphroute.core.query.services import Services
 from graphroute.plugins.seeds.entity_seeds import SeedResolution, offline_names
 from graphroute.plugins.seeds.tiers import (
     PASSAGE_TIER,

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from graphroute.core.api.models import Edge, EdgeType, Label, Node, Seed
+from graphroute.core.api.stage import QueryState, StageContext
 from graphroute.core.engine import open_store
-from graphroute.core.models import Edge, EdgeType, Label, Node, Seed
-from graphroute.core.stage import QueryState, StageContext
 from graphroute.plugins.seeds.tiers import (
     DEFAULT_PROFILES,
     Profile,
@@ -73,7 +73,7 @@ def test_damping_formula(w1: float, damping: float) -> None:
 
 
 def _ctx() -> StageContext:
-    from graphroute.core.services import Services
+    from graphroute.core.query.services import Services
 
     return StageContext(services=Services.__new__(Services), stage_id="t")
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 from graphroute.core import GraphRoute, Node
+from graphroute.core.apps.serve.server import ServerConfig, create_app
 from graphroute.core.registry import build_registry
-from graphroute.core.server import ServerConfig, create_app
 
 from tests.server import stages
 

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 from graphroute.core import GraphRoute
-from graphroute.core.config import load_route, overrides_from_mapping
-from graphroute.core.server import LOGGER_NAME, JsonFormatter
+from graphroute.core.apps.serve.server import LOGGER_NAME, JsonFormatter
+from graphroute.core.config.overrides import overrides_from_mapping
+from graphroute.core.config.resolve import load_route
 
 from tests.server.conftest import make_app
 
@@ -197,7 +198,7 @@ def test_logs_are_json_with_request_ids_and_no_secret(engine: GraphRoute) -> Non
     ("0.0.0.0", False), ("::", False), ("10.1.2.3", False), ("example.com", False),
 ])
 def test_loopback_detection(host: str, loopback: bool) -> None:
-    from graphroute.core.server_cli import is_loopback
+    from graphroute.core.apps.serve.commands import is_loopback
 
     assert is_loopback(host) is loopback
 

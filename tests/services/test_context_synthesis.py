@@ -6,9 +6,9 @@ import re
 from typing import Any
 
 import pytest
-from graphroute.core.models import Evidence
-from graphroute.core.runner import NOT_FOUND
-from graphroute.core.stage import QueryState, StageContext
+from graphroute.core.api.constants import NOT_FOUND
+from graphroute.core.api.models import Evidence
+from graphroute.core.api.stage import QueryState, StageContext
 from graphroute.plugins.denoisers.context import (
     TokenBudget,
     approx_tokens,

@@ -7,16 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from graphroute.core.llm import (
-    LLMConfigError,
-    LLMOutputError,
-    RemoteCallError,
-    complete_json,
-    llm_factory,
-    llm_params_from_env,
-)
+from graphroute.core.config.clients import llm_factory, llm_params_from_env
+from graphroute.core.config.settings import Settings
+from graphroute.core.errors import LLMConfigError, LLMOutputError, RemoteCallError
+from graphroute.core.lib.llm import complete_json
 from graphroute.core.registry import get_registry
-from graphroute.core.settings import Settings
 from graphroute.plugins.llm.openai_chat import OpenAIChat, cost_usd
 from pydantic import BaseModel
 

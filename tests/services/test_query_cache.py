@@ -7,9 +7,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-from graphroute.core.components import Embedder
+from graphroute.core.api.components import Embedder
 from graphroute.core.engine import open_store
-from graphroute.core.services import Services
+from graphroute.core.query.services import Services
 
 
 class CountingEmbedder(Embedder):

@@ -9,9 +9,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from graphroute.core.llm import RemoteCallError
-from graphroute.core.models import Evidence, Node
-from graphroute.core.stage import QueryState, StageContext
+from graphroute.core.api.models import Evidence, Node
+from graphroute.core.api.stage import QueryState, StageContext
+from graphroute.core.errors import RemoteCallError
 from graphroute.plugins.denoisers.rerank_remote import VoyageRerank
 from graphroute.plugins.embedders.remote import (
     EmbeddingDimensionError,

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from graphroute.core.config import overrides_from_cli
+from graphroute.core.api.constants import NOT_FOUND
+from graphroute.core.config.overrides import overrides_from_cli
 from graphroute.core.engine import GraphRoute
-from graphroute.core.runner import NOT_FOUND
 
 from tests.servers.fake_apis import FakeOpenAI
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 import gc
 from pathlib import Path
 
+from graphroute.core.api.models import Edge, EdgeType, Label, Node
+from graphroute.core.api.store import GraphStore, cache_token, per_version
 from graphroute.core.engine import open_store
-from graphroute.core.graph import adjacency
-from graphroute.core.models import Edge, EdgeType, Label, Node
-from graphroute.core.store import GraphStore, cache_token, per_version
+from graphroute.core.lib.graph import adjacency
 
 
 def _write_pair(path: Path, a: str, b: str) -> GraphStore:

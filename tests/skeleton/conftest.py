@@ -15,13 +15,13 @@ from typing import Any
 
 import numpy as np
 import pytest
+from graphroute.core.api.models import Edge, EdgeType, Evidence, Label, Node, VectorSpace
+from graphroute.core.api.stage import QueryState, Stage, StageContext
+from graphroute.core.api.store import GraphStore
+from graphroute.core.config.settings import Settings
 from graphroute.core.engine import open_store
-from graphroute.core.models import Edge, EdgeType, Evidence, Label, Node, VectorSpace
+from graphroute.core.query.services import Services
 from graphroute.core.registry import get_registry
-from graphroute.core.services import Services
-from graphroute.core.settings import Settings
-from graphroute.core.stage import QueryState, Stage, StageContext
-from graphroute.core.store import GraphStore
 
 GROUP = "skel"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from graphroute.core.models import Evidence
+from graphroute.core.api.models import Evidence
 from graphroute.plugins.denoisers.skeleton import (
     ConfidenceGate,
     KeywordOverlap,

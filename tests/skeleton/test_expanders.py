@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from graphroute.core.models import Evidence
+from graphroute.core.api.models import Evidence
 from graphroute.plugins.expanders.vector import (
     ChunkVector,
     SentenceWindow,

@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from graphroute.core.api.models import EdgeType, QueryResult
 from graphroute.core.engine import GraphRoute
-from graphroute.core.models import EdgeType, QueryResult
 
 from tests.conformance.conftest import open_backend
 

@@ -13,11 +13,11 @@ import time
 import uuid
 
 import numpy as np
+from graphroute.core.api.models import Edge, EdgeType, Label, Node, VectorSpace
+from graphroute.core.api.store import clear_derived
+from graphroute.core.config.settings import Settings
 from graphroute.core.engine import open_store
-from graphroute.core.graph import adjacency
-from graphroute.core.models import Edge, EdgeType, Label, Node, VectorSpace
-from graphroute.core.settings import Settings
-from graphroute.core.store import clear_derived
+from graphroute.core.lib.graph import adjacency
 
 from tests.dev_neo4j import NEO4J_URI
 

@@ -11,8 +11,8 @@ import itertools
 import sys
 
 import numpy as np
+from graphroute.core.api.models import Edge, EdgeType, Label, Node, VectorSpace
 from graphroute.core.engine import open_store
-from graphroute.core.models import Edge, EdgeType, Label, Node, VectorSpace
 
 GROUP = "crash"
 DIM = 32

@@ -15,7 +15,7 @@ import threading
 from pathlib import Path
 
 import numpy as np
-from graphroute.core.models import Label, Node, VectorSpace
+from graphroute.core.api.models import Label, Node, VectorSpace
 from graphroute.plugins.stores.embedded import DB_FILE, EmbeddedStore
 from graphroute.plugins.stores.wal_checkpointer import WalCheckpointer
 

@@ -19,9 +19,9 @@ import time
 from pathlib import Path
 
 import numpy as np
+from graphroute.core.api.models import EdgeType, Label, VectorSpace
+from graphroute.core.api.store import GraphStore
 from graphroute.core.engine import open_store
-from graphroute.core.models import EdgeType, Label, VectorSpace
-from graphroute.core.store import GraphStore
 
 from .crash_writer import DIM, GROUP, generation, size
 

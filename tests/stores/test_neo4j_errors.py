@@ -11,10 +11,11 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
+from graphroute.core.api.models import Label, Node, VectorSpace
+from graphroute.core.api.store import GraphStore
+from graphroute.core.config.settings import Settings
 from graphroute.core.engine import open_store
-from graphroute.core.models import Label, Node, VectorSpace
-from graphroute.core.settings import Settings
-from graphroute.core.store import GraphStore, StoreError
+from graphroute.core.errors import StoreError
 from graphroute.plugins.stores.neo4j_store import Neo4jBackend, Neo4jStore
 
 from tests.dev_neo4j import NEO4J_URI

@@ -12,8 +12,9 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
-from graphroute.core.models import Edge, EdgeType, Label, Node, VectorSpace
-from graphroute.core.store import DocumentBatch, StoreError
+from graphroute.core.api.models import Edge, EdgeType, Label, Node, VectorSpace
+from graphroute.core.api.store import DocumentBatch
+from graphroute.core.errors import StoreError
 from graphroute.plugins.stores.neo4j_store import Neo4jStore, _Vector
 
 from .test_neo4j_errors import NEO4J_URI, PASSWORD, needs_server

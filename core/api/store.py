@@ -1,0 +1,369 @@
+"""The store protocol: the one interface every backend implements.
+
+Both built-in backends (``embedded`` and ``neo4j``) pass the same conformance suite
+(tests/conformance). Rules every backend keeps:
+
+* **Group isolation** - every call names a group; nothing crosses groups, ever.
+* **Atomic writes** - one :meth:`GraphStore.write` call is all-or-nothing, so an interrupted
+  index run leaves the previous state readable.
+* **Versioned** - :meth:`GraphStore.version` changes on every write to a group, so caches
+  (graph export, adjacency) invalidate themselves.
+* **Values, never code** - titles, names and group ids are passed as parameters, never
+  spliced into a query language.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Literal, NamedTuple, TypeVar
+
+import numpy as np
+from graphroute.core.api.models import Edge, Node
+from graphroute.core.errors import StoreError
+
+Direction = Literal["out", "in", "both"]
+VectorBatch = Mapping[str, tuple[Sequence[str], np.ndarray]]
+
+
+class DocumentBatch(NamedTuple):
+    """The nodes, edges and vectors of some documents: the unit
+    :meth:`GraphStore.write_batches` writes atomically (a one-writer store writes a whole
+    call's batches in one transaction)."""
+
+    nodes: Sequence[Node]
+    edges: Sequence[Edge]
+    vectors: VectorBatch | None = None
+
+
+T = TypeVar("T")
+
+
+def dump_props(props: Mapping[str, Any]) -> str | None:
+    """Properties as compact JSON (None when empty): how both backends persist them."""
+    return json.dumps(props, ensure_ascii=False, separators=(",", ":")) if props else None
+
+
+def load_props(text: str | None) -> dict[str, Any]:
+    return json.loads(text) if text else {}
+
+
+def batched(rows: Sequence[T], size: int) -> Iterator[Sequence[T]]:
+    """Consecutive slices of at most ``size`` rows (write batches, IN-list chunks)."""
+    for i in range(0, len(rows), size):
+        yield rows[i : i + size]
+
+
+_tokens = itertools.count(1)
+_token_lock = threading.Lock()
+
+
+def cache_token(store: object) -> int:
+    """A number that identifies one store object for as long as the process runs. Caches of
+    derived structures key on it rather than ``id(store)``: a closed store's id is reused by
+    the next object, and a fresh store at the same group version would then be served the
+    old store's graph."""
+    token = getattr(store, "_graphroute_cache_token", None)
+    if token is None:
+        with _token_lock:
+            token = getattr(store, "_graphroute_cache_token", None)
+            if token is None:
+                token = next(_tokens)
+                store._graphroute_cache_token = token  # type: ignore[attr-defined]
+    return int(token)
+
+
+_derived: dict[tuple[int, str, Hashable], tuple[int, Any]] = {}
+_derived_lock = threading.Lock()
+_DERIVED_MAX = 256
+
+
+def per_version(store: GraphStore, group: str, key: Hashable, build: Callable[[], T]) -> T:
+    """A read-only structure derived from a group (a lexicon, a title index, a community
+    profile), built by ``build`` once per store version and shared until the next write bumps
+    the version. Query stages use it for what would otherwise read every node per question.
+    The version is read before building, so a write during the build is never cached as
+    current. At most ``_DERIVED_MAX`` entries; the cache is cleared whole when full."""
+    version = store.version(group)
+    slot = (cache_token(store), group, key)
+    with _derived_lock:
+        hit = _derived.get(slot)
+    if hit is not None and hit[0] == version:
+        return hit[1]  # type: ignore[no-any-return]
+    value = build()
+    with _derived_lock:
+        if len(_derived) >= _DERIVED_MAX:
+            _derived.clear()
+        _derived[slot] = (version, value)
+    return value
+
+
+def clear_derived() -> None:
+    """Forget every structure :func:`per_version` holds (benchmarks time cold builds)."""
+    with _derived_lock:
+        _derived.clear()
+
+
+def checked_vectors(space: str, ids: Sequence[str], matrix: Any) -> np.ndarray:
+    """``matrix`` as float32 rows, one per id and all finite, or a StoreError before anything
+    is written: every backend's write and :func:`merge_batches` check vectors this way."""
+    m = np.asarray(matrix, dtype=np.float32)
+    if m.ndim != 2 or m.shape[0] != len(ids):
+        raise StoreError(f"vectors for space {space!r}: {len(ids)} ids but matrix shape {m.shape}")
+    if len(ids) and not np.all(np.isfinite(m)):
+        raise StoreError(f"vectors for space {space!r} contain NaN or infinity")
+    return m
+
+
+def merge_batches(batches: Sequence[DocumentBatch]) -> DocumentBatch:
+    """One batch holding the nodes, edges and vectors of several batches of disjoint
+    documents, for one transaction. Each batch's vectors are checked against their ids
+    first: concatenated, one batch's missing row and another's extra one would pair every
+    later vector with the wrong id."""
+    nodes: list[Node] = []
+    edges: list[Edge] = []
+    vectors: dict[str, tuple[list[str], list[np.ndarray]]] = {}
+    for b in batches:
+        nodes.extend(b.nodes)
+        edges.extend(b.edges)
+        for space, (ids, matrix) in (b.vectors or {}).items():
+            acc = vectors.setdefault(str(space), ([], []))
+            acc[0].extend(ids)
+            acc[1].append(checked_vectors(space, ids, matrix))
+    return DocumentBatch(nodes, edges, {space: (ids, np.concatenate(ms)) for space, (ids, ms) in vectors.items()})
+
+
+def is_scalar(value: Any) -> bool:
+    """A property value a database can index and compare itself (text, number, boolean)."""
+    return isinstance(value, str | int | float | bool)
+
+
+def nodes_equal_to(nodes: Iterable[Node], prop: str, values: Collection[Any]) -> list[Node]:
+    """The ``nodes`` whose property ``prop`` equals one of ``values``, by Python equality
+    (``1 == 1.0 == True``, lists and dicts by value), one per id, ordered by id.
+
+    Every backend's :meth:`GraphStore.find_nodes` ends here: its query narrows the rows by
+    what the database can compare (an index on scalar values, or the whole label), and this
+    decides, so both backends answer the same for values their query languages compare
+    differently (SQLite's ``json_extract`` would also match a list's JSON text)."""
+    hashable = {v for v in values if is_scalar(v)}
+    others = [v for v in values if not is_scalar(v)]
+    out: dict[str, Node] = {}
+    for node in nodes:
+        if prop not in node.props:
+            continue
+        value = node.props[prop]
+        if (is_scalar(value) and value in hashable) or any(value == o for o in others):
+            out[node.id] = node
+    return sorted(out.values(), key=lambda n: n.id)
+
+
+class GraphStore(ABC):
+    """Nodes, edges, properties and vectors of many isolated groups."""
+
+    backend: str = ""
+    location: str = ""
+    # How many ``write`` calls of disjoint documents may run at once from different threads
+    # (each still its own transaction); 1 means calls must not overlap. A server backend
+    # raises it so its commit work uses more than one core (see ``write_batches``).
+    write_concurrency: int = 1
+
+    # ------------------------------------------------------------------ lifecycle
+    @abstractmethod
+    def close(self) -> None: ...
+
+    def __enter__(self) -> GraphStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ groups and metadata
+    @abstractmethod
+    def groups(self) -> list[str]:
+        """Groups that hold anything."""
+
+    @abstractmethod
+    def get_meta(self, group: str, key: str) -> Any | None:
+        """A JSON value stored for the group (index profile, document hashes, ...)."""
+
+    @abstractmethod
+    def set_meta(self, group: str, key: str, value: Any) -> None: ...
+
+    @abstractmethod
+    def version(self, group: str) -> int:
+        """A counter that changes on every write to the group."""
+
+    # ------------------------------------------------------------------ writes
+    @abstractmethod
+    def write(
+        self,
+        group: str,
+        nodes: Sequence[Node] = (),
+        edges: Sequence[Edge] = (),
+        vectors: VectorBatch | None = None,
+        *,
+        replace_doc: str | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Upsert nodes (by id), add edges and set vectors (space -> (ids, matrix)) in one
+        atomic transaction. With ``replace_doc``, first delete everything that document
+        owns, in the same transaction; ``meta`` keys are set in it too."""
+
+    def write_batches(
+        self, group: str, batches: Sequence[DocumentBatch], *, meta: Mapping[str, Any] | None = None
+    ) -> None:
+        """Write batches of *disjoint* new documents and then ``meta``; returns when all are
+        written, or raises the first failure.
+
+        A store that takes one write at a time (``write_concurrency`` 1, the embedded store)
+        writes the whole call as one transaction, ``meta`` included: all or nothing (so does
+        any store given a single batch). Why: each commit rewrites every index page its rows
+        touch, and documents' content-hashed ids spread a batch over all of them; eight
+        batches in one commit rewrite those pages once instead of eight times (graphroute
+        perf's write part, embedded, median of 12: 8,797.7 against 7,430.7 sentences/s;
+        docs/performance.md, fifteenth round). The caller bounds a call's size: the indexer
+        passes one embedding window, a few thousand texts.
+
+        A store that keeps several in flight (``write_concurrency`` > 1) writes each batch
+        atomically (one ``write_in_flight`` each), up to that many at once, and ``meta`` after the
+        last has committed. Why: one writer leaves a server's second core idle while the
+        first commits (Neo4j: node and index records, the vector indexes' HNSW inserts).
+        Which batches committed before a failure is not defined (later ones are not started
+        and ``meta`` is not written), so callers record the documents as written only
+        through ``meta`` (the indexer marks them in flight first: ``core/indexing.py``).
+        Each batch goes through :meth:`write_in_flight`, and a last :meth:`write` (with
+        ``meta``, or empty) ends the call, so a store may bump its version once there
+        instead of in every batch; readers may see the batches before that bump. The
+        first batch is written alone unless the group's vector spaces already have their
+        dimensions recorded (:meth:`_dims_recorded`): it may record one, which two concurrent
+        first writes of a group contend for (Neo4j: ``DeadlockDetected``, retried after ~1
+        s). After the group's first window the pool starts full (Neo4j, graphroute perf's
+        write part in the indexer's windows: a first batch alone per window cost ~15%)."""
+        if not batches:
+            if meta:
+                self.write(group, meta=meta)
+            return
+        if self.write_concurrency <= 1 or len(batches) == 1:
+            merged = merge_batches(batches)
+            self.write(group, merged.nodes, merged.edges, merged.vectors, meta=meta)
+            return
+
+        def put(b: DocumentBatch) -> None:
+            self.write_in_flight(group, b)
+
+        rest = batches
+        if not self._dims_recorded(group, {str(space) for b in batches for space in (b.vectors or {})}):
+            put(batches[0])
+            rest = batches[1:]
+        if len(rest) == 1:
+            put(rest[0])
+        else:
+            with ThreadPoolExecutor(min(self.write_concurrency, len(rest)), thread_name_prefix="graphroute-write") as pool:
+                futures = [pool.submit(put, b) for b in rest]
+                for f in futures:
+                    exc = f.exception()
+                    if exc is not None:
+                        for later in futures:
+                            later.cancel()  # the ones not started; leaving the block waits for the rest
+                        raise exc
+        self.write(group, meta=meta)
+
+    def write_in_flight(self, group: str, batch: DocumentBatch) -> None:
+        """One batch of a concurrent :meth:`write_batches` call, atomic on its own. The
+        default is a plain :meth:`write`; a store overrides it to leave per-call bookkeeping
+        (the Neo4j store's version bump) to the ``write`` that ends the call."""
+        self.write(group, batch.nodes, batch.edges, batch.vectors)
+
+    def _dims_recorded(self, group: str, spaces: Collection[str]) -> bool:
+        """True when every one of ``spaces`` already has the group's vector dimension
+        recorded, so concurrent writes of vectors in them record nothing new (see
+        :meth:`write_batches`). The default does not know and says False, the safe answer."""
+        return False
+
+    @abstractmethod
+    def delete_document(self, group: str, doc_id: str) -> int:
+        """Delete the nodes, edges and vectors the document owns; return nodes removed."""
+
+    @abstractmethod
+    def delete_derived(
+        self,
+        group: str,
+        *,
+        labels: Collection[str] = (),
+        edge_types: Collection[str] = (),
+        edge_src_label: str | None = None,
+    ) -> None:
+        """Delete all nodes of ``labels`` (with their edges and vectors) and all edges of
+        ``edge_types`` in the group: how index steps rebuild a derived layer. With
+        ``edge_src_label``, only edges whose source node has that label are deleted (entity
+        and section similarity share the SEMANTICALLY_SIMILAR type)."""
+
+    @abstractmethod
+    def delete_group(self, group: str) -> None: ...
+
+    # ------------------------------------------------------------------ reads
+    @abstractmethod
+    def get_nodes(self, group: str, ids: Sequence[str]) -> list[Node]:
+        """Nodes by id, in the order asked; unknown ids are skipped."""
+
+    @abstractmethod
+    def iter_nodes(
+        self, group: str, label: str | None = None, *, doc_id: str | None = None
+    ) -> Iterator[Node]:
+        """Every node of the group (of ``label``, of ``doc_id``), ordered by id.
+
+        A whole-group scan: it may hand rows over a batch at a time, so a large group is
+        never held at once, but it shows the group as it was when the call was made (a write
+        that commits meanwhile does not appear), and a scan left half-read must not block
+        or stale later reads and writes of the calling thread. The conformance suite's
+        ``test_a_scan_*`` tests pin both."""
+
+    @abstractmethod
+    def find_nodes(self, group: str, label: str, prop: str, values: Collection[Any]) -> list[Node]:
+        """Nodes of ``label`` whose property ``prop`` equals one of ``values``."""
+
+    @abstractmethod
+    def edges_of(
+        self,
+        group: str,
+        ids: Collection[str],
+        types: Collection[str] | None = None,
+        direction: Direction = "out",
+    ) -> list[Edge]:
+        """Edges touching ``ids`` (as source for "out", target for "in")."""
+
+    @abstractmethod
+    def iter_edges(self, group: str, types: Collection[str] | None = None) -> Iterator[Edge]:
+        """Every edge of the group (of ``types``): a whole-group scan, with the same
+        guarantees as :meth:`iter_nodes`."""
+
+    @abstractmethod
+    def vector_search(
+        self,
+        group: str,
+        space: str,
+        vector: np.ndarray,
+        k: int,
+        *,
+        restrict_to: Collection[str] | None = None,
+    ) -> list[tuple[str, float]]:
+        """Top-k (id, cosine) in the group's space, best first and equal scores by id (so a
+        tie at the k-th place does not depend on write order); exactly k when the space
+        holds at least k vectors, however large other groups are."""
+
+    @abstractmethod
+    def get_vectors(self, group: str, space: str, ids: Sequence[str]) -> np.ndarray:
+        """Vectors for ids, in order (rows of zeros for unknown ids)."""
+
+    @abstractmethod
+    def all_vectors(self, group: str, space: str) -> tuple[list[str], np.ndarray]:
+        """Every (id, vector) of a space: input of kNN edge builders."""
+
+    @abstractmethod
+    def counts(self, group: str) -> dict[str, dict[str, int]]:
+        """``{"nodes": {label: n}, "edges": {type: n}, "vectors": {space: n}}``."""

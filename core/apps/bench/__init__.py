@@ -1,0 +1,1 @@
+"""``graphroute bench``, ``ab`` and ``ablate``: retrieval quality, measured."""

@@ -1,0 +1,552 @@
+"""The benchmark runner behind ``graphroute bench``, ``ab`` and ``ablate``.
+
+One :class:`BenchRunner` indexes a dataset's corpus once (into a group named from the
+corpus content hash, so a second run reuses it) and runs every question through route
+*variants* - a route plus overrides - recording per question what the metrics need:
+
+* the route's document ranking (``QueryResult.ranking``, before context truncation) mapped
+  to corpus passages, for recall@k and the signal rank;
+* the context (containment), the answer (EM/F1), the negative flag (negative pass);
+* context tokens (the context stage's trace stat, else counted), chunks, latency.
+
+Everything reads only :class:`~graphroute.core.api.models.QueryResult`, like the reference's
+hand-run benchmarks read only the answer and ``retrieval_stats``. The verdict rule of A/B
+and ablation lives here too (:class:`VerdictRule`), so both commands decide alike.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from graphroute.core.api.models import Label, QueryResult, content_hash
+from graphroute.core.apps.bench import metrics as M
+from graphroute.core.apps.bench.datasets import Dataset, corpus_records
+from graphroute.core.config.overrides import Overrides
+from graphroute.core.config.route import ParallelSpec, load_route_file
+from graphroute.core.config.settings import Settings
+from graphroute.core.errors import RouteConfigError
+
+BENCH_META = "bench_corpus"  # group meta: {hash, profile, passages, seconds}
+DEFAULT_BENCH_STORE = ".graphroute/bench"
+RECALL_KS = (2, 5, 10)
+
+# metrics where larger is better (A/B deltas print an arrow by this)
+HIGHER_IS_BETTER = {
+    "recall@2": True, "recall@5": True, "recall@10": True, "signal_rank": False,
+    "signal_rank1": True, "signal_found": True, "containment": True, "em": True, "f1": True,
+    "negative_pass": True, "false_negative": False, "context_tokens_mean": False,
+    "chunks_mean": False, "latency_ms_p50": False, "latency_ms_p95": False,
+}
+
+
+@dataclass
+class Variant:
+    """A route with overrides, under a label used in reports."""
+
+    label: str
+    route: str
+    overrides: Overrides | None = None
+
+    def describe(self) -> dict[str, Any]:
+        ov = self.overrides
+        out: dict[str, Any] = {"route": self.route}
+        if ov is not None and not ov.is_empty():
+            out["set"] = {f"{s}.{p}": v for (s, p), v in sorted(ov.params.items())}
+            out["enabled"] = dict(sorted(ov.enabled.items()))
+        return out
+
+
+@dataclass
+class VariantRun:
+    """Per-question records and aggregate metrics of one variant."""
+
+    variant: Variant
+    metrics: dict[str, Any]
+    per_question: list[dict[str, Any]]
+
+
+@dataclass
+class IndexInfo:
+    group: str
+    seconds: float  # time of the indexing run that built the group
+    cached: bool  # True when this run skipped indexing
+    profile: str
+    documents: int = 0
+    corpus_file: str = ""
+
+
+# --------------------------------------------------------------------------- route ids
+
+
+def route_stage_ids(route: str) -> set[str]:
+    """Every id an override may name in a route (stages and parallel blocks)."""
+    cfg = load_route_file(route)
+    ids = set(cfg.stage_ids())
+    ids.update(e.key for e in cfg.stages if isinstance(e, ParallelSpec))
+    return ids
+
+
+def overrides_for(route: str, ov: Overrides | None) -> tuple[Overrides | None, set[str]]:
+    """The part of ``ov`` that names stages of ``route``, and the ids it does not have.
+
+    ``bench --set`` applies to every route given; an id only some routes have is applied
+    where it exists (the caller reports ids no route has)."""
+    if ov is None or ov.is_empty():
+        return ov, set()
+    ids = route_stage_ids(route)
+    params = {k: v for k, v in ov.params.items() if k[0] in ids}
+    enabled = {k: v for k, v in ov.enabled.items() if k in ids}
+    unknown = {k[0] for k in ov.params if k[0] not in ids} | {k for k in ov.enabled if k not in ids}
+    return Overrides(params, enabled, ov.origin, ov.strict), unknown
+
+
+# --------------------------------------------------------------------------- the runner
+
+
+class BenchRunner:
+    """Indexes one dataset into a bench store and runs route variants over its questions."""
+
+    def __init__(
+        self,
+        dataset: Dataset,
+        *,
+        store: str = DEFAULT_BENCH_STORE,
+        profile: str | None = None,
+        settings: Settings | None = None,
+        warmup: bool = True,
+        on_question: Callable[[str, int, int], None] | None = None,
+    ) -> None:
+        self.dataset = dataset
+        self.store_location = store
+        self.profile = profile
+        self.settings = settings or Settings()
+        self.settings.store = store
+        self.warmup = warmup
+        self.on_question = on_question
+        suffix = "" if profile in (None, "default") else "-" + content_hash(str(profile))[:8]
+        self.group = f"bench-{dataset.corpus_hash[:16]}{suffix}"
+        self.settings.group = self.group
+        self._gr: Any = None
+        self._doc_map: dict[str, int] | None = None
+        self.index_info: IndexInfo | None = None
+
+    # ------------------------------------------------------------------ engine and index
+    @property
+    def engine(self) -> Any:
+        if self._gr is None:
+            from graphroute.core.engine import GraphRoute
+
+            self._gr = GraphRoute(settings=self.settings)
+        return self._gr
+
+    def corpus_file(self) -> Path:
+        """The corpus as one JSON file at a stable path (the loader names documents
+        ``path#i``, so a stable path keeps re-runs incremental)."""
+        d = Path(self.settings.cache_dir) / "bench"
+        d.mkdir(parents=True, exist_ok=True)
+        path = d / f"corpus-{self.dataset.corpus_hash[:16]}.json"
+        if not path.is_file():
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(corpus_records(self.dataset.corpus), ensure_ascii=False), encoding="utf-8")
+            tmp.replace(path)
+        return path.resolve()
+
+    def profile_fingerprint(self) -> str:
+        """Hash of the resolved index profile: an edited profile re-runs the (incremental)
+        indexer instead of benchmarking a stale index."""
+        from graphroute.core.config.index_profile import load_index_profile
+
+        return content_hash(load_index_profile(self.profile).model_dump_json(by_alias=True))
+
+    def prepare(self, force: bool = False) -> IndexInfo:
+        """Index the corpus unless the group already holds it (same hash and profile)."""
+        if self.index_info is not None and not force:
+            return self.index_info
+        gr = self.engine
+        store = gr.store
+        path = self.corpus_file()
+        profile = self.profile or "default"
+        fingerprint = self.profile_fingerprint()
+        meta = store.get_meta(self.group, BENCH_META)
+        has_nodes = bool(store.counts(self.group).get("nodes"))
+        if (
+            not force
+            and isinstance(meta, dict)
+            and meta.get("hash") == self.dataset.corpus_hash
+            and meta.get("profile") == profile
+            and meta.get("profile_fingerprint") == fingerprint
+            and has_nodes
+        ):
+            info = IndexInfo(self.group, float(meta.get("seconds", 0.0)), True, profile,
+                             int(meta.get("documents", 0)), str(path))
+        else:
+            t0 = time.perf_counter()
+            report = gr.index([path], group=self.group, profile=self.profile)
+            seconds = time.perf_counter() - t0
+            data = report.to_json() if hasattr(report, "to_json") else dict(report)
+            if data.get("failed"):
+                raise RuntimeError(f"indexing the bench corpus failed: {data['failed']}")
+            documents = int(data.get("documents", 0))
+            store.set_meta(self.group, BENCH_META, {
+                "hash": self.dataset.corpus_hash, "profile": profile, "passages": len(self.dataset.corpus),
+                "seconds": round(seconds, 3), "documents": documents, "profile_fingerprint": fingerprint,
+            })
+            info = IndexInfo(self.group, seconds, False, profile, documents, str(path))
+        self.index_info = info
+        self._doc_map = None
+        return info
+
+    # ------------------------------------------------------------------ passages
+    def doc_map(self) -> dict[str, int]:
+        """Store document id -> corpus index.
+
+        The JSON loader names each entry's source ``<file>#<i>``; documents indexed from
+        elsewhere fall back to their content hash of ``title\\ntext``."""
+        if self._doc_map is not None:
+            return self._doc_map
+        info = self.prepare()
+        prefix = info.corpus_file + "#"
+        by_hash = {content_hash(f"{p.title}\n{p.text}"): i for i, p in enumerate(self.dataset.corpus)}
+        out: dict[str, int] = {}
+        for node in self.engine.store.iter_nodes(self.group, Label.DOCUMENT):
+            source = str(node.props.get("source") or "")
+            idx: int | None = None
+            if source.startswith(prefix) and source[len(prefix):].isdigit():
+                idx = int(source[len(prefix):])
+            if idx is None or idx >= len(self.dataset.corpus):
+                idx = by_hash.get(str(node.props.get("content_hash") or ""))
+            if idx is not None:
+                out[node.id] = idx
+        self._doc_map = out
+        return out
+
+    def passages(self, result: QueryResult) -> list[int]:
+        """The route's ranked corpus passages, best first, deduplicated."""
+        dmap = self.doc_map()
+        keys = result.ranking or M.dedupe(e.document_id or e.id for e in result.evidence)
+        unknown = [k for k in keys if k not in dmap]
+        owner: dict[str, str] = {}
+        if unknown:  # evidence ids (sentences, chunks) without a document id
+            for node in self.engine.store.get_nodes(self.group, unknown):
+                if node.doc_id:
+                    owner[node.id] = node.doc_id
+        ranked: list[int] = []
+        for k in keys:
+            idx = dmap.get(k)
+            if idx is None and k in owner:
+                idx = dmap.get(owner[k])
+            if idx is not None and idx not in ranked:
+                ranked.append(idx)
+        return ranked
+
+    # ------------------------------------------------------------------ running
+    def resolve(self, variant: Variant) -> Any:
+        return self.engine.route(variant.route, variant.overrides)
+
+    def run_variant(self, variant: Variant, *, progress: bool = True) -> VariantRun:
+        from graphroute.core.lib.progress import track
+        from graphroute.core.query.runner import run_route
+
+        info = self.prepare()
+        resolved = self.resolve(variant)
+        services = self.engine.services(self.group)
+        questions = self.dataset.questions
+        if self.warmup and questions:  # load models outside the timed runs
+            run_route(resolved, questions[0].question, services)
+        records: list[dict[str, Any]] = []
+        items = track(questions, f"{variant.label}", total=len(questions)) if progress else iter(questions)
+        for n, q in enumerate(items, start=1):
+            services.clear_query_cache()  # each route pays for its own question embedding
+            result = run_route(resolved, q.question, services)
+            records.append(self.score(q, result))
+            if self.on_question is not None:
+                self.on_question(variant.label, n, len(questions))
+        agg = aggregate(records)
+        agg["index_seconds"] = round(info.seconds, 3)
+        return VariantRun(variant, agg, records)
+
+    def score(self, q: Any, result: QueryResult) -> dict[str, Any]:
+        ranked = self.passages(result)
+        rank = M.first_gold_rank(ranked, q.gold)
+        rec: dict[str, Any] = {
+            "id": q.id,
+            "question": q.question,
+            "answerable": q.answerable,
+            "gold": list(q.gold),
+            "ranked": ranked[:10],
+        }
+        for k in RECALL_KS:
+            rec[f"recall@{k}"] = M.recall_at_k(ranked, q.gold, k)
+        rec["signal_rank"] = rank
+        answers = q.answers
+        rec["containment"] = M.contains_answer(result.context, answers) if answers and q.answerable else None
+        rec["em"] = M.exact_match(result.answer, answers) if answers and q.answerable else None
+        rec["f1"] = M.f1_score(result.answer, answers) if answers and q.answerable else None
+        rec["negative"] = result.negative
+        rec["answer"] = result.answer
+        rec["context_tokens"] = context_tokens(result)
+        rec["chunks"] = len(result.evidence)
+        rec["latency_ms"] = round(result.duration_ms, 3)
+        return rec
+
+    def close(self) -> None:
+        if self._gr is not None:
+            self._gr.close()
+            self._gr = None
+
+
+def context_tokens(result: QueryResult) -> int:
+    """Tokens of the synthesizer's context: the context stage's own count when its trace
+    reports one (``context_tokens``), else the shared approximate counter."""
+    for t in reversed(result.trace):
+        v = t.stats.get("context_tokens") if t.enabled else None
+        if isinstance(v, int | float):
+            return int(v)
+    return M.count_tokens(result.context)
+
+
+def _r(value: float | None, nd: int = 4) -> float | None:
+    return None if value is None else round(value, nd)
+
+
+def aggregate(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Per-variant metrics from per-question records (see docs/benchmarking.md)."""
+    with_gold = [r for r in records if r["gold"]]
+    ranks = [r["signal_rank"] for r in with_gold]
+    found = [x for x in ranks if x is not None]
+    latencies = [float(r["latency_ms"]) for r in records]
+    negatives = [bool(r["negative"]) for r in records]
+    answerable = [bool(r["answerable"]) for r in records]
+    out: dict[str, Any] = {"questions": len(records)}
+    for k in RECALL_KS:
+        out[f"recall@{k}"] = _r(M.mean(r[f"recall@{k}"] for r in with_gold))
+    out["signal_rank"] = _r(M.mean(found), 3)
+    out["signal_rank1"] = _r(sum(1 for x in found if x == 1) / len(with_gold)) if with_gold else None
+    out["signal_found"] = _r(len(found) / len(with_gold)) if with_gold else None
+    for key in ("containment", "em", "f1"):
+        out[key] = _r(M.mean(None if r[key] is None else float(r[key]) for r in records))
+    out["negative_pass"] = _r(M.negative_pass(negatives, answerable))
+    out["false_negative"] = _r(M.false_negative_rate(negatives, answerable))
+    out["context_tokens_mean"] = _r(M.mean(float(r["context_tokens"]) for r in records), 1)
+    out["chunks_mean"] = _r(M.mean(float(r["chunks"]) for r in records), 2)
+    out["latency_ms_p50"] = _r(M.percentile(latencies, 50), 1)
+    out["latency_ms_p95"] = _r(M.percentile(latencies, 95), 1)
+    return out
+
+
+RETRIEVAL_METRICS = ("recall@2", "recall@5", "recall@10", "signal_rank", "signal_rank1", "signal_found",
+                     "containment", "context_tokens_mean", "chunks_mean")
+
+
+# --------------------------------------------------------------------------- bench
+
+
+def bench_json(runner: BenchRunner, runs: Sequence[VariantRun]) -> dict[str, Any]:
+    """The ``bench --json`` document."""
+    info = runner.prepare()
+    dataset = runner.dataset.describe()
+    dataset.update(group=info.group, store=runner.store_location, index_profile=info.profile,
+                   index_seconds=round(info.seconds, 3), index_cached=info.cached, documents=info.documents)
+    per_question = [{"route": run.variant.label, **rec} for run in runs for rec in run.per_question]
+    return {
+        "routes": {run.variant.label: run.metrics for run in runs},
+        "variants": {run.variant.label: run.variant.describe() for run in runs},
+        "dataset": dataset,
+        "per_question": per_question,
+    }
+
+
+# --------------------------------------------------------------------------- A/B
+
+
+@dataclass
+class VerdictRule:
+    """KEEP B over A only when nothing that matters regressed and something improved.
+
+    Guards (all must hold): recall@5 and containment drop by at most ``tolerance``, negative
+    pass does not drop, F1 drops by at most ``f1_tolerance``. Gains (at least one): F1
+    rises by at least ``min_f1_gain``, recall@5 rises by more than ``tolerance``, or context
+    tokens fall by at least ``min_token_cut``. The reference's sequential experiment read
+    this way: a stage that cut tokens 8-27% at flat F1 was kept, one that lost containment
+    or added tokens without recovering anything was reverted; a change with no measurable
+    gain is reverted (it only adds latency)."""
+
+    tolerance: float = 0.01
+    f1_tolerance: float = 0.01
+    min_f1_gain: float = 0.005
+    min_token_cut: float = 0.05
+
+    def describe(self) -> str:
+        return (
+            f"KEEP when recall@5 and containment drop by <= {self.tolerance}, negative_pass does not drop "
+            f"and f1 drops by <= {self.f1_tolerance}, AND f1 rises by >= {self.min_f1_gain} or recall@5 rises "
+            f"by > {self.tolerance} or context tokens fall by >= {self.min_token_cut:.0%}; otherwise REVERT"
+        )
+
+    def decide(self, a: dict[str, Any], b: dict[str, Any]) -> tuple[str, list[str]]:
+        """("KEEP" | "REVERT", reasons)."""
+
+        def d(key: str) -> float:
+            va, vb = a.get(key), b.get(key)
+            return 0.0 if va is None or vb is None else float(vb) - float(va)
+
+        reasons: list[str] = []
+        ok = True
+        if d("recall@5") < -self.tolerance:
+            ok = False
+            reasons.append(f"recall@5 dropped {d('recall@5'):+.4f}")
+        if d("containment") < -self.tolerance:
+            ok = False
+            reasons.append(f"containment dropped {d('containment'):+.4f}")
+        if d("negative_pass") < -1e-9:
+            ok = False
+            reasons.append(f"negative_pass dropped {d('negative_pass'):+.4f}")
+        if d("f1") < -self.f1_tolerance:
+            ok = False
+            reasons.append(f"f1 dropped {d('f1'):+.4f}")
+        gains: list[str] = []
+        if d("f1") >= self.min_f1_gain:
+            gains.append(f"f1 {d('f1'):+.4f}")
+        if d("recall@5") > self.tolerance:
+            gains.append(f"recall@5 {d('recall@5'):+.4f}")
+        ta, tb = a.get("context_tokens_mean"), b.get("context_tokens_mean")
+        if ta and tb is not None and (ta - tb) / ta >= self.min_token_cut:
+            gains.append(f"tokens {(tb - ta) / ta:+.1%}")
+        if ok and gains:
+            return "KEEP", gains
+        if ok:
+            reasons.append("no gain (f1, recall@5 and tokens within tolerance)")
+        return "REVERT", reasons
+
+
+def _wlt(a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]], key: str, eps: float = 1e-9) -> dict[str, Any]:
+    wins = losses = ties = 0
+    moved: list[dict[str, Any]] = []
+    for ra, rb in zip(a, b, strict=True):
+        va, vb = ra.get(key), rb.get(key)
+        if va is None or vb is None:
+            continue
+        delta = float(vb) - float(va)
+        if delta > eps:
+            wins += 1
+        elif delta < -eps:
+            losses += 1
+        else:
+            ties += 1
+            continue
+        moved.append({"id": ra["id"], "a": va, "b": vb, "delta": round(delta, 4)})
+    moved.sort(key=lambda m: (m["delta"], m["id"]))
+    return {"wins": wins, "losses": losses, "ties": ties, "changed": moved}
+
+
+def compare(a: VariantRun, b: VariantRun, rule: VerdictRule | None = None) -> dict[str, Any]:
+    """Per-question wins/losses/ties (B vs A) on f1 and recall@5, metric deltas, verdict."""
+    rule = rule or VerdictRule()
+    deltas: dict[str, float | None] = {}
+    for key, va in a.metrics.items():
+        vb = b.metrics.get(key)
+        if isinstance(va, int | float) and isinstance(vb, int | float) and not isinstance(va, bool):
+            deltas[key] = round(float(vb) - float(va), 4)
+        else:
+            deltas[key] = None
+    verdict, reasons = rule.decide(a.metrics, b.metrics)
+    return {
+        "a": {"label": a.variant.label, **a.variant.describe(), "metrics": a.metrics},
+        "b": {"label": b.variant.label, **b.variant.describe(), "metrics": b.metrics},
+        "deltas": deltas,
+        "per_question": {
+            "f1": _wlt(a.per_question, b.per_question, "f1"),
+            "recall@5": _wlt(a.per_question, b.per_question, "recall@5"),
+        },
+        "verdict": verdict,
+        "reasons": reasons,
+        "rule": rule.describe(),
+    }
+
+
+# --------------------------------------------------------------------------- ablation
+
+
+def ablation_plan(runner: BenchRunner, route: str, base: Overrides | None) -> tuple[list[str], list[str]]:
+    """(toggleable stage ids in route order, ids that cannot be switched off).
+
+    A toggleable stage (a denoiser) is required when switching it off, together with the
+    ones already off, makes the route invalid - e.g. ``token_budget`` produces the context a
+    synthesizer consumes. Required stages stay on in every step."""
+    from graphroute.core.config.resolve import load_route
+
+    registry = runner.engine.registry
+    resolved = load_route(route, registry, overrides=base)
+    toggles = resolved.toggleable()
+    off: list[str] = []
+    required: list[str] = []
+    for sid in toggles:
+        trial = _with_toggles(base, {**dict.fromkeys(off, False), sid: False})
+        try:
+            load_route(route, registry, overrides=trial)
+        except RouteConfigError:
+            required.append(sid)
+            continue
+        off.append(sid)
+    return toggles, required
+
+
+def _with_toggles(base: Overrides | None, toggles: dict[str, bool]) -> Overrides:
+    b = base or Overrides(origin="command line")
+    return Overrides(dict(b.params), {**b.enabled, **toggles}, b.origin, b.strict)
+
+
+def ablate(
+    runner: BenchRunner,
+    route: str,
+    *,
+    base: Overrides | None = None,
+    rule: VerdictRule | None = None,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """The reference's sequential experiment: every toggleable stage off, then each one
+    enabled in route order, measured, KEEP or REVERT against the current kept state;
+    a reverted stage stays off for the steps after it."""
+    rule = rule or VerdictRule()
+    toggles, required = ablation_plan(runner, route, base)
+    candidates = [s for s in toggles if s not in required]
+    state: dict[str, bool] = dict.fromkeys(candidates, False)
+    current = runner.run_variant(Variant("baseline (all off)", route, _with_toggles(base, state)), progress=progress)
+    steps: list[dict[str, Any]] = [{
+        "step": 0, "stage": None, "label": current.variant.label, "metrics": current.metrics,
+        "verdict": "BASELINE", "reasons": [], "enabled": sorted(k for k, v in state.items() if v),
+    }]
+    for i, sid in enumerate(candidates, start=1):
+        trial_state = {**state, sid: True}
+        trial = runner.run_variant(Variant(f"+{sid}", route, _with_toggles(base, trial_state)), progress=progress)
+        verdict, reasons = rule.decide(current.metrics, trial.metrics)
+        steps.append({
+            "step": i, "stage": sid, "label": trial.variant.label, "metrics": trial.metrics,
+            "verdict": verdict, "reasons": reasons,
+            "enabled": sorted(k for k, v in trial_state.items() if v),
+            "per_question": {
+                "f1": _wlt(current.per_question, trial.per_question, "f1"),
+                "recall@5": _wlt(current.per_question, trial.per_question, "recall@5"),
+            },
+        })
+        if verdict == "KEEP":
+            state = trial_state
+            current = trial
+    kept = [s for s in candidates if state[s]]
+    reverted = [s for s in candidates if not state[s]]
+    return {
+        "route": route,
+        "rule": rule.describe(),
+        "toggleable": toggles,
+        "required": required,
+        "steps": steps,
+        "kept": kept,
+        "reverted": reverted,
+        "final_overrides": [f"--disable {s}" for s in reverted] + [f"--enable {s}" for s in kept],
+        "final_metrics": current.metrics,
+    }

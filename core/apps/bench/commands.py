@@ -1,0 +1,257 @@
+"""``graphroute bench``, ``ab`` and ``ablate``: the benchmark commands.
+
+Thin typer layer over :mod:`graphroute.core.apps.bench.bench`; core/cli.py calls :func:`register`.
+Figures go to stdout (a table, or JSON with ``--json``); progress bars go to stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from graphroute.core.config.overrides import Overrides, overrides_from_cli
+from graphroute.core.errors import RouteConfigError
+from graphroute.core.hookspecs import hookimpl
+from rich.console import Console
+from rich.table import Table
+
+# wide tables stay readable when stdout is a file or a pipe (rich would assume 80 columns)
+out = Console() if sys.stdout.isatty() else Console(width=240)
+err = Console(stderr=True)
+
+QuestionsOpt = Annotated[Path, typer.Option("--questions", "-q", help="question file: HippoRAG JSON or JSONL (docs/benchmarking.md)")]
+CorpusOpt = Annotated[Path, typer.Option("--corpus", "-c", help="corpus: JSON list (or JSONL) of {title, text}")]
+StoreOpt = Annotated[str | None, typer.Option("--store", help="bench store directory or neo4j:// URI [default ./.graphroute/bench]")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="print the full result as JSON")]
+OutOpt = Annotated[Path | None, typer.Option("--out", help="write JSON, a Markdown report and plots to this folder")]
+LimitOpt = Annotated[int | None, typer.Option("--limit", min=1, help="only the first N questions")]
+ProfileOpt = Annotated[str | None, typer.Option("--profile", help="index profile name or YAML path [default: default]")]
+SetOpt = Annotated[list[str] | None, typer.Option("--set", help="override a parameter: STAGE_ID.PARAM=VALUE")]
+DisableOpt = Annotated[list[str] | None, typer.Option("--disable", help="switch a stage off by id")]
+EnableOpt = Annotated[list[str] | None, typer.Option("--enable", help="switch a stage on by id")]
+TolOpt = Annotated[float, typer.Option("--tolerance", min=0.0, help="verdict: allowed drop of recall@5 and containment")]
+F1TolOpt = Annotated[float, typer.Option("--f1-tolerance", min=0.0, help="verdict: allowed drop of f1")]
+TokenCutOpt = Annotated[float, typer.Option("--min-token-cut", min=0.0, max=1.0, help="verdict: relative token cut that counts as a gain")]
+
+
+def _load(questions: Path, corpus: Path, limit: int | None) -> Any:
+    from graphroute.core.apps.bench.datasets import load_dataset
+    from graphroute.core.errors import DatasetError, UserError
+
+    try:
+        return load_dataset(questions, corpus, limit=limit)
+    except DatasetError as exc:
+        raise UserError(str(exc)) from None
+
+
+def _runner(dataset: Any, store: str | None, profile: str | None) -> Any:
+    from graphroute.core.apps.bench.bench import DEFAULT_BENCH_STORE, BenchRunner
+
+    runner = BenchRunner(dataset, store=store or DEFAULT_BENCH_STORE, profile=profile)
+    info = runner.prepare()
+    how = "cached, indexing skipped" if info.cached else f"indexed in {info.seconds:.1f} s"
+    err.print(f"[dim]group {info.group} ({how}; {len(dataset.corpus)} passages)[/]", highlight=False)
+    if dataset.unresolved_gold:
+        err.print(f"[yellow]warning:[/] {dataset.unresolved_gold} gold passage references match no corpus entry")
+    return runner
+
+
+def _variants_for(routes: list[str], ov: Overrides) -> list[Any]:
+    """One variant per route; each gets the overrides that name its stages."""
+    from graphroute.core.apps.bench.bench import Variant, overrides_for
+
+    variants = []
+    unused: set[str] | None = None
+    for r in routes:
+        sub, unknown = overrides_for(r, ov)
+        unused = unknown if unused is None else unused & unknown
+        variants.append(Variant(r, r, sub))
+    if unused:
+        raise RouteConfigError(
+            f"overrides name stage id(s) {', '.join(sorted(unused))}, which none of the routes has",
+            fix="`graphroute routes show ROUTE` lists a route's stage ids",
+        )
+    return variants
+
+
+def _metrics_table(title: str, routes: dict[str, dict[str, Any]], columns: tuple[str, ...]) -> Table:
+    from graphroute.core.apps.bench.report import fmt
+
+    t = Table(title=title)
+    t.add_column("route")
+    for c in columns:
+        t.add_column(c, justify="right")
+    for name, m in routes.items():
+        t.add_row(name, *(fmt(m.get(c)) for c in columns))
+    return t
+
+
+def bench(
+    questions: QuestionsOpt,
+    corpus: CorpusOpt,
+    route: Annotated[list[str], typer.Option("--route", "-r", help="route name or YAML path (repeatable)")],
+    store: StoreOpt = None,
+    as_json: JsonOpt = False,
+    out_dir: OutOpt = None,
+    limit: LimitOpt = None,
+    profile: ProfileOpt = None,
+    set_: SetOpt = None,
+    disable: DisableOpt = None,
+    enable: EnableOpt = None,
+) -> None:
+    """Index a corpus (cached by content hash) and measure routes on its questions."""
+    from graphroute.core.apps.bench.bench import bench_json
+    from graphroute.core.apps.bench.report import SUMMARY_COLUMNS, write_bench
+
+    ov = overrides_from_cli(set_ or [], disable or [], enable or [])
+    variants = _variants_for(route, ov)
+    dataset = _load(questions, corpus, limit)
+    runner = _runner(dataset, store, profile)
+    try:
+        for v in variants:  # fail on a bad route before spending time on the others
+            runner.resolve(v)
+        runs = [runner.run_variant(v) for v in variants]
+        data = bench_json(runner, runs)
+    finally:
+        runner.close()
+    if out_dir is not None:
+        files = write_bench(data, out_dir)
+        err.print(f"[dim]wrote {', '.join(str(f) for f in files)}[/]", highlight=False)
+    if as_json:
+        print(json.dumps(data, indent=2, ensure_ascii=False))
+        return
+    out.print(_metrics_table(f"bench: {data['dataset']['name']}", data["routes"], SUMMARY_COLUMNS))
+
+
+def ab(
+    questions: QuestionsOpt,
+    corpus: CorpusOpt,
+    route: Annotated[list[str], typer.Option("--route", "-r", help="route A, then route B (give one route to compare it with its --b-* overrides)")],
+    store: StoreOpt = None,
+    as_json: JsonOpt = False,
+    out_dir: OutOpt = None,
+    limit: LimitOpt = None,
+    profile: ProfileOpt = None,
+    set_: SetOpt = None,
+    disable: DisableOpt = None,
+    enable: EnableOpt = None,
+    b_set: Annotated[list[str] | None, typer.Option("--b-set", help="B only: STAGE_ID.PARAM=VALUE")] = None,
+    b_disable: Annotated[list[str] | None, typer.Option("--b-disable", help="B only: switch a stage off")] = None,
+    b_enable: Annotated[list[str] | None, typer.Option("--b-enable", help="B only: switch a stage on")] = None,
+    tolerance: TolOpt = 0.01,
+    f1_tolerance: F1TolOpt = 0.01,
+    min_token_cut: TokenCutOpt = 0.05,
+) -> None:
+    """Compare two routes (or one route and its --b-* overrides): wins/losses, deltas, verdict."""
+    from graphroute.core.apps.bench.bench import Variant, VerdictRule, compare, overrides_for
+    from graphroute.core.apps.bench.report import ab_markdown, write_doc
+    from graphroute.core.errors import UserError
+
+    if len(route) not in (1, 2):
+        raise UserError("give --route A --route B, or one --route with --b-set/--b-disable/--b-enable")
+    base = overrides_from_cli(set_ or [], disable or [], enable or [])
+    b_only = overrides_from_cli(b_set or [], b_disable or [], b_enable or [])
+    if len(route) == 1 and b_only.is_empty():
+        raise UserError("with one --route, say what B changes: --b-set, --b-disable or --b-enable")
+    route_a, route_b = route[0], route[-1]
+    a_ov, a_unknown = overrides_for(route_a, base)
+    b_ov, b_unknown = overrides_for(route_b, base.merged(b_only))
+    unknown = (a_unknown & b_unknown) | (b_unknown & set(b_only.enabled) | {k[0] for k in b_only.params} & b_unknown)
+    if unknown:
+        raise RouteConfigError(
+            f"overrides name stage id(s) {', '.join(sorted(unknown))}, which the route(s) do not have",
+            fix="`graphroute routes show ROUTE` lists a route's stage ids",
+        )
+    label_a = f"A:{route_a}"
+    label_b = f"B:{route_b}" + ("" if b_only.is_empty() else "*")
+    va, vb = Variant(label_a, route_a, a_ov), Variant(label_b, route_b, b_ov)
+    rule = VerdictRule(tolerance=tolerance, f1_tolerance=f1_tolerance, min_token_cut=min_token_cut)
+    dataset = _load(questions, corpus, limit)
+    runner = _runner(dataset, store, profile)
+    try:
+        runner.resolve(va)
+        runner.resolve(vb)
+        cmp = compare(runner.run_variant(va), runner.run_variant(vb), rule)
+    finally:
+        runner.close()
+    if out_dir is not None:
+        files = write_doc(out_dir, "ab", cmp, ab_markdown(cmp))
+        err.print(f"[dim]wrote {', '.join(str(f) for f in files)}[/]", highlight=False)
+    if as_json:
+        print(json.dumps(cmp, indent=2, ensure_ascii=False))
+        return
+    from graphroute.core.apps.bench.report import fmt
+
+    t = Table(title=f"A/B: {label_a} vs {label_b}")
+    for c in ("metric", "A", "B", "B - A"):
+        t.add_column(c, justify="right" if c != "metric" else "left")
+    for key, d in cmp["deltas"].items():
+        t.add_row(key, fmt(cmp["a"]["metrics"].get(key)), fmt(cmp["b"]["metrics"].get(key)), "-" if d is None else f"{d:+.4f}")
+    out.print(t)
+    for key, wlt in cmp["per_question"].items():
+        out.print(f"{key}: B wins {wlt['wins']}, losses {wlt['losses']}, ties {wlt['ties']}", highlight=False)
+    out.print(f"[bold]verdict: {cmp['verdict']}[/] ({'; '.join(cmp['reasons']) or '-'})", highlight=False)
+    out.print(f"[dim]rule: {cmp['rule']}[/]", highlight=False)
+
+
+def ablate(
+    route: Annotated[str, typer.Option("--route", "-r", help="route name or YAML path")],
+    questions: QuestionsOpt,
+    corpus: CorpusOpt,
+    store: StoreOpt = None,
+    as_json: JsonOpt = False,
+    out_dir: OutOpt = None,
+    limit: LimitOpt = None,
+    profile: ProfileOpt = None,
+    set_: SetOpt = None,
+    disable: DisableOpt = None,
+    enable: EnableOpt = None,
+    tolerance: TolOpt = 0.01,
+    f1_tolerance: F1TolOpt = 0.01,
+    min_token_cut: TokenCutOpt = 0.05,
+) -> None:
+    """Sequential ablation: all toggleable stages off, then each enabled in order, KEEP or REVERT."""
+    from graphroute.core.apps.bench.bench import VerdictRule
+    from graphroute.core.apps.bench.bench import ablate as run_ablation
+    from graphroute.core.apps.bench.report import ablate_markdown, ablate_rows, write_doc
+
+    base = overrides_from_cli(set_ or [], disable or [], enable or [])
+    rule = VerdictRule(tolerance=tolerance, f1_tolerance=f1_tolerance, min_token_cut=min_token_cut)
+    dataset = _load(questions, corpus, limit)
+    runner = _runner(dataset, store, profile)
+    try:
+        result = run_ablation(runner, route, base=None if base.is_empty() else base, rule=rule)
+    finally:
+        runner.close()
+    if out_dir is not None:
+        files = write_doc(out_dir, "ablate", result, ablate_markdown(result))
+        err.print(f"[dim]wrote {', '.join(str(f) for f in files)}[/]", highlight=False)
+    if as_json:
+        print(json.dumps(result, indent=2, ensure_ascii=False))
+        return
+    from graphroute.core.apps.bench.report import ABLATE_COLUMNS, fmt
+
+    t = Table(title=f"ablation: {route}")
+    for c in ("step", "stage", *ABLATE_COLUMNS, "verdict"):
+        t.add_column(c)
+    for row in ablate_rows(result):
+        t.add_row(*(fmt(v) for v in row))
+    out.print(t)
+    out.print(f"required (kept on): {', '.join(result['required']) or 'none'}", highlight=False)
+    out.print(f"kept: {', '.join(result['kept']) or 'none'}; reverted: {', '.join(result['reverted']) or 'none'}", highlight=False)
+    out.print(f"[dim]rule: {result['rule']}[/]", highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the benchmark commands to the ``graphroute`` CLI."""
+    app.command("bench")(bench)
+    app.command("ab")(ab)
+    app.command("ablate")(ablate)
+
+
+@hookimpl
+def register_commands(cli: typer.Typer) -> None:
+    register(cli)

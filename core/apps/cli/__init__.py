@@ -1,0 +1,1 @@
+"""The ``graphroute`` command line."""

@@ -1,0 +1,256 @@
+"""The core commands: ``plugins``, ``routes``, ``query``, ``index``, ``stats`` and ``demo``.
+
+They are a default command plugin: :func:`register_commands` adds them to the CLI through the
+same hook a third-party package uses to add its own. Heavy imports (the engine, models) happen
+inside each command, so ``graphroute --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from graphroute.core.apps.cli.main import (
+    DisableOpt,
+    EnableOpt,
+    GroupOpt,
+    SetOpt,
+    StoreOpt,
+    engine,
+    err,
+    out,
+)
+from graphroute.core.config.overrides import overrides_from_cli
+from graphroute.core.config.resolve import load_route
+from graphroute.core.config.route import list_routes
+from graphroute.core.errors import UserError
+from graphroute.core.hookspecs import hookimpl
+from graphroute.core.registry import get_registry, skipped_builtins
+from rich.table import Table
+
+commands = typer.Typer()
+routes_app = typer.Typer(help="List shipped and user routes, or show one fully resolved.", invoke_without_command=True)
+
+
+@hookimpl
+def register_commands(cli: typer.Typer) -> None:
+    cli.registered_commands.extend(commands.registered_commands)
+    cli.add_typer(routes_app, name="routes")
+
+
+# --------------------------------------------------------------------------- plugins
+
+
+@commands.command()
+def plugins(as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False) -> None:
+    """Show installed plugins and the stages and components each contributes."""
+    reg = get_registry()
+    rows = reg.plugins()
+    if as_json:
+        print(json.dumps({"plugins": rows, "skipped": skipped_builtins()}, indent=2))
+        return
+    table = Table(title="graphroute plugins", show_lines=False)
+    table.add_column("plugin")
+    table.add_column("kind")
+    table.add_column("names")
+    for r in rows:
+        origin = "built-in" if r["builtin"] else (r["distribution"] or "third-party")
+        first = True
+        for kind, names in sorted(r["contributes"].items()):
+            table.add_row(f"{r['name']} ({origin})" if first else "", kind, ", ".join(names))
+            first = False
+        if first:
+            table.add_row(f"{r['name']} ({origin})", "-", "-")
+    out.print(table)
+    for mod, why in skipped_builtins().items():
+        err.print(f"[yellow]not loaded:[/] {mod}: {why}")
+
+
+# --------------------------------------------------------------------------- routes
+
+
+@routes_app.callback()
+def routes_list(ctx: typer.Context) -> None:
+    """List routes (shipped ones and those in $GRAPHROUTE_ROUTES)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    import yaml
+
+    table = Table(title="routes")
+    table.add_column("name")
+    table.add_column("description")
+    table.add_column("file")
+    for name, path in list_routes().items():
+        try:
+            desc = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("description", "")
+        except Exception as exc:  # a broken user route still shows up, with its problem
+            desc = f"(unreadable: {exc})"
+        table.add_row(name, str(desc).strip().splitlines()[0] if desc else "", str(path))
+    out.print(table)
+
+
+@routes_app.command("show")
+def routes_show(
+    name: Annotated[str, typer.Argument(help="route name or YAML path")],
+    set_: SetOpt = None,
+    disable: DisableOpt = None,
+    enable: EnableOpt = None,
+) -> None:
+    """Print the fully resolved route YAML (after extends, environment and overrides)."""
+    ov = overrides_from_cli(set_ or [], disable or [], enable or [])
+    resolved = load_route(name, get_registry(), overrides=ov)
+    print(resolved.to_yaml(), end="")
+
+
+# --------------------------------------------------------------------------- query
+
+
+@commands.command()
+def query(
+    question: Annotated[str, typer.Argument(help="the question")],
+    route: Annotated[str, typer.Option("--route", "-r", help="route name or YAML path")] = "route1s_sentence",
+    store: StoreOpt = None,
+    group: GroupOpt = None,
+    set_: SetOpt = None,
+    disable: DisableOpt = None,
+    enable: EnableOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print answer, citations, evidence and trace as JSON")] = False,
+) -> None:
+    """Answer a question through a route."""
+    ov = overrides_from_cli(set_ or [], disable or [], enable or [])
+    gr = engine(store, group)
+    resolved = gr.route(route, ov)
+    if not gr.store.counts(gr.group).get("nodes"):
+        raise UserError(
+            f"group '{gr.group}' in store '{gr.store.location}' is empty; index documents first: "
+            f"graphroute index PATH --group {gr.group}"
+        )
+    from graphroute.core.query.runner import run_route
+
+    result = run_route(resolved, question, gr.services())
+    if as_json:
+        print(json.dumps(result.to_public_json(), indent=2, ensure_ascii=False))
+        return
+    out.print(f"[bold]Q:[/] {question}", highlight=False)
+    out.print(f"[bold]A:[/] {result.answer}", highlight=False)
+    for c in result.citations:
+        out.print(f"  [{c.index}] {_where(c.document, c.section_path)}", highlight=False, markup=False)
+    out.print(f"[dim]{result.route} · {result.duration_ms:.0f} ms · {len(result.evidence)} evidence[/]")
+
+
+def _where(document: str, section_path: str) -> str:
+    """Citation location for humans; section paths already start with the document title."""
+    if not section_path or section_path == document:
+        return document
+    return section_path if section_path.startswith(document) else f"{document} > {section_path}"
+
+
+# --------------------------------------------------------------------------- index / stats
+
+
+@commands.command()
+def index(
+    paths: Annotated[list[Path], typer.Argument(help="files or folders to index")],
+    store: StoreOpt = None,
+    group: GroupOpt = None,
+    profile: Annotated[str | None, typer.Option("--profile", help="index profile name or YAML path")] = None,
+    remove_missing: Annotated[bool, typer.Option("--remove-missing", help="remove indexed documents whose files are gone")] = False,
+    sweep_thresholds: Annotated[bool, typer.Option("--sweep-thresholds", help="report RELATED_TO edges, density and cross-document ratio for 0.80..0.95")] = False,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Index documents: load, parse into the skeleton, embed, build edges and the entity graph."""
+    from graphroute.core.errors import IndexProfileError
+
+    gr = engine(store, group)
+    try:
+        report = gr.index(paths, profile=profile, remove_missing=remove_missing)
+    except IndexProfileError as exc:  # a config problem, like a bad route: exit 2
+        raise UserError(f"index profile error: {exc}", code=2) from None
+    data = report.to_json() if hasattr(report, "to_json") else report
+    if sweep_thresholds:
+        from graphroute.core.apps.bench.sweep import threshold_sweep
+
+        data["sweep"] = threshold_sweep(gr.store, gr.group)
+    if as_json:
+        print(json.dumps(data, indent=2))
+    else:
+        _print_index_report(data)
+    if data.get("indexed", 0) == 0 and data.get("failed"):
+        raise typer.Exit(1)
+
+
+def _print_index_report(data: dict[str, Any]) -> None:
+    out.print(
+        f"[bold]indexed[/] {data.get('indexed', 0)} · unchanged {data.get('unchanged', 0)} · "
+        f"removed {data.get('removed', 0)} · failed {len(data.get('failed', []))} "
+        f"in {data.get('seconds', 0):.1f} s",
+        highlight=False,
+    )
+    for f in data.get("failed", []):
+        err.print(f"[yellow]skipped[/] {f['path']}: {f['reason']}", highlight=False, markup=True)
+    if "sweep" in data:
+        table = Table(title="RELATED_TO threshold sweep")
+        for col in ("threshold", "edges", "density", "cross_document_ratio", "within_budget"):
+            table.add_column(col)
+        for row in data["sweep"]:
+            table.add_row(*(str(row[c]) for c in ("threshold", "edges", "density", "cross_document_ratio", "within_budget")))
+        out.print(table)
+
+
+@commands.command()
+def stats(
+    store: StoreOpt = None,
+    group: GroupOpt = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Node counts by label, edge counts by type, and what the index steps reported."""
+    gr = engine(store, group)
+    data = gr.stats()
+    if as_json:
+        print(json.dumps(data, indent=2))
+        return
+    table = Table(title=f"group {data['group']} ({data['backend']})")
+    table.add_column("what")
+    table.add_column("count", justify="right")
+    for label, n in sorted(data["nodes"].items()):
+        table.add_row(f"nodes:{label}", str(n))
+    for et, n in sorted(data["edges"].items()):
+        table.add_row(f"edges:{et}", str(n))
+    for sp, n in sorted(data["vectors"].items()):
+        table.add_row(f"vectors:{sp}", str(n))
+    out.print(table)
+    if data.get("index"):
+        out.print_json(data=data["index"])
+
+
+# --------------------------------------------------------------------------- demo
+
+
+@commands.command()
+def demo(
+    corpus: Annotated[Path, typer.Option(help="sample documents")] = Path("examples/sample_corpus"),
+    store: StoreOpt = None,
+    route: Annotated[str, typer.Option("--route", "-r")] = "route1s_sentence",
+) -> None:
+    """Index the sample corpus offline and answer its sample questions."""
+    if not corpus.is_dir():
+        raise UserError(f"sample corpus {corpus} not found; run from the repository root or pass --corpus DIR")
+    gr = engine(store or os.path.join(".graphroute", "demo"), "demo")
+    report = gr.index([corpus])
+    data = report.to_json() if hasattr(report, "to_json") else report
+    _print_index_report(data)
+    qfile = corpus / "questions.txt"
+    questions = [q.strip() for q in qfile.read_text(encoding="utf-8").splitlines() if q.strip()] if qfile.exists() else []
+    for q in questions:
+        result = gr.query(q, route=route)
+        out.rule()
+        out.print(f"[bold]Q:[/] {q}", highlight=False)
+        out.print(f"[bold]A:[/] {result.answer}", highlight=False)
+        for c in result.citations:
+            out.print(f"  [{c.index}] {_where(c.document, c.section_path)}", highlight=False, markup=False)
+        out.print(f"[dim]{result.route} · {result.duration_ms:.0f} ms[/]")
+
+

@@ -1,0 +1,166 @@
+"""The ``graphroute`` command line: the app, options shared by commands, and the entry point.
+
+Commands are plugins (:data:`DEFAULT_COMMANDS`, then the ``graphroute.commands`` entry
+points), each a thin layer over :class:`~graphroute.core.engine.GraphRoute`. Errors leave
+with the exit code :func:`graphroute.core.errors.exit_code_for` gives them - 2 for a user
+error, whose message names the file, line, stage and fix - never a traceback (set
+``GRAPHROUTE_DEBUG=1`` to see one anyway).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Annotated, Any, NoReturn
+
+import typer
+from graphroute.core.config.settings import DEFAULT_STORE, Settings
+from graphroute.core.errors import (
+    GraphRouteError,
+    PluginError,
+    RouteConfigError,
+    exit_code_for,
+    message_for,
+)
+from rich.console import Console
+
+app = typer.Typer(
+    name="graphroute",
+    help="Plugin-based retrieval: index documents, then answer questions through declarative routes.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+out = Console()
+err = Console(stderr=True)
+
+StoreOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--store",
+        help=f"store directory, a neo4j:// or bolt:// URI, or `neo4j` for $NEO4J_URI [env GRAPHROUTE_STORE, default {DEFAULT_STORE}]",
+    ),
+]
+GroupOpt = Annotated[str | None, typer.Option("--group", "-g", help="group (corpus) name [env GRAPHROUTE_GROUP]")]
+SetOpt = Annotated[list[str] | None, typer.Option("--set", help="override a parameter: STAGE_ID.PARAM=VALUE")]
+DisableOpt = Annotated[list[str] | None, typer.Option("--disable", help="switch a stage off by id")]
+EnableOpt = Annotated[list[str] | None, typer.Option("--enable", help="switch a stage on by id")]
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
+    err.print(f"[bold red]error:[/] {message}", highlight=False, markup=True, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def settings_for(store: str | None, group: str | None) -> Settings:
+    s = Settings()
+    if store:
+        s.store = store
+    if s.store == "neo4j":  # shorthand: the server named by NEO4J_URI
+        s.store = os.environ.get("NEO4J_URI", "bolt://127.0.0.1:7687")
+    if group:
+        s.group = group
+    return s
+
+
+@app.callback()
+def _global_options(
+    neo4j_user: Annotated[str | None, typer.Option("--neo4j-user", help="Neo4j user [env NEO4J_USER]")] = None,
+    neo4j_password: Annotated[
+        str | None, typer.Option("--neo4j-password", help="Neo4j password [env NEO4J_PASSWORD]", show_default=False)
+    ] = None,
+) -> None:
+    """Options that apply to every command (put them before the command name)."""
+    # Settings read credentials from the environment; flags take precedence over it.
+    if neo4j_user:
+        os.environ["NEO4J_USER"] = neo4j_user
+    if neo4j_password:
+        os.environ["NEO4J_PASSWORD"] = neo4j_password
+
+
+def engine(store: str | None, group: str | None) -> Any:
+    from graphroute.core.engine import GraphRoute
+
+    return GraphRoute(settings=settings_for(store, group))
+
+
+# --------------------------------------------------------------------------- entry point
+
+# The CLI's own command plugins, loaded by name like pytest's default plugins. A package adds
+# commands the same way: a module with a ``register_commands`` hook, announced under the
+# ``graphroute.commands`` entry-point group (a group of its own, so starting the CLI imports
+# command modules only, never stage or model plugins).
+DEFAULT_COMMANDS: tuple[str, ...] = (
+    "graphroute.core.apps.cli.commands",
+    "graphroute.core.apps.bench.commands",
+    "graphroute.core.apps.serve.commands",
+    "graphroute.core.apps.perf.commands",
+)
+COMMANDS_ENTRY_POINTS = "graphroute.commands"
+
+_registered = False
+
+
+def cli_app() -> typer.Typer:
+    """The CLI with every command registered (built-in and third-party command plugins)."""
+    global _registered
+    if not _registered:
+        _registered = True
+        import importlib
+
+        import pluggy
+        from graphroute.core import hookspecs
+
+        pm = pluggy.PluginManager(hookspecs.PROJECT)
+        pm.add_hookspecs(hookspecs)
+        for name in reversed(DEFAULT_COMMANDS):  # pluggy calls the last registered first
+            pm.register(importlib.import_module(name), name=name)
+        if not os.environ.get("GRAPHROUTE_DISABLE_ENTRY_POINTS"):
+            try:
+                pm.load_setuptools_entrypoints(COMMANDS_ENTRY_POINTS)
+            except Exception as exc:  # a broken command plugin is reported by name, not a traceback
+                raise PluginError(f"failed to load a `{COMMANDS_ENTRY_POINTS}` entry-point plugin: {exc}") from exc
+        pm.hook.register_commands(cli=app)
+    return app
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point: every error leaves through :func:`exit_code_for`."""
+    debug = bool(os.environ.get("GRAPHROUTE_DEBUG"))
+    try:
+        # standalone_mode=False makes click *return* the code of a `typer.Exit(n)` raised in
+        # a command instead of raising it: pass it on, or every failure would exit 0
+        rv = cli_app()(args=argv, standalone_mode=False)
+        if isinstance(rv, int) and not isinstance(rv, bool) and rv != 0:
+            sys.exit(rv)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        sys.exit(130)
+    except GraphRouteError as exc:
+        if debug:
+            raise
+        text = message_for(exc)
+        label = {RouteConfigError: "route config error", PluginError: "plugin error"}.get(type(exc), "error")
+        err.print(f"[bold red]{label}:[/] ", end="", highlight=False, markup=True)
+        err.print(text, highlight=False, markup=False, soft_wrap=True)
+        sys.exit(exit_code_for(exc))
+    except Exception as exc:  # click usage errors and the unexpected
+        import click
+
+        if isinstance(exc, click.exceptions.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        if isinstance(exc, click.exceptions.Abort):
+            sys.exit(1)
+        if debug:
+            raise
+        err.print(f"[bold red]error:[/] {type(exc).__name__}: {exc}", highlight=False, soft_wrap=True)
+        err.print("[dim]set GRAPHROUTE_DEBUG=1 for a traceback[/]")
+        sys.exit(exit_code_for(exc))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""``graphroute perf``: the performance figures."""

@@ -1,0 +1,1 @@
+"""``graphroute serve``: the HTTP API."""

@@ -1,0 +1,127 @@
+"""CLI commands ``graphroute serve`` and ``graphroute new-plugin`` (registered by core/cli.py).
+
+``serve`` refuses to listen on a non-loopback address without a bearer token: an index and
+its answers are private data, and an open port on a shared network should never expose them
+by accident. The token comes from ``GRAPHROUTE_TOKEN`` (preferred: it stays out of the
+process list) or ``--token``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from graphroute.core.apps.serve.server import DEFAULT_MAX_BODY_BYTES, DEFAULT_TIMEOUT_S
+from graphroute.core.hookspecs import hookimpl
+
+
+def is_loopback(host: str) -> bool:
+    """True for 127.0.0.0/8, ::1 and ``localhost``; any other name or address is public."""
+    if host.strip().lower() in ("localhost", "localhost.localdomain"):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(host: str, token: str | None) -> None:
+    """Raise the CLI's UserError (exit 2) when binding publicly without a token."""
+    from graphroute.core.errors import UserError
+
+    if not token and not is_loopback(host):
+        raise UserError(
+            f"refusing to listen on {host} without a token: anyone who can reach this address could "
+            "query and index your data. Set GRAPHROUTE_TOKEN (or pass --token) and clients send "
+            "`Authorization: Bearer <token>`; or bind to 127.0.0.1.",
+            code=2,
+        )
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``serve`` and ``new-plugin`` to the ``graphroute`` app."""
+
+    @app.command()
+    def serve(
+        store: Annotated[str | None, typer.Option("--store", help="store directory or neo4j:// URI [env GRAPHROUTE_STORE]")] = None,
+        group: Annotated[str | None, typer.Option("--group", "-g", help="default group [env GRAPHROUTE_GROUP]")] = None,
+        host: Annotated[str, typer.Option("--host", help="address to bind; non-loopback requires a token")] = "127.0.0.1",
+        port: Annotated[int, typer.Option("--port", min=0, max=65535)] = 8000,
+        token: Annotated[str | None, typer.Option("--token", help="bearer token [env GRAPHROUTE_TOKEN, preferred]")] = None,
+        max_body: Annotated[int, typer.Option("--max-body", min=1, help="request body limit in bytes (413 above)")] = DEFAULT_MAX_BODY_BYTES,
+        timeout: Annotated[float, typer.Option("--timeout", min=0.1, help="per-request time limit in seconds (504 above)")] = DEFAULT_TIMEOUT_S,
+        workers: Annotated[int, typer.Option("--query-threads", min=1, help="threads answering queries")] = 4,
+        index_root: Annotated[list[Path] | None, typer.Option("--index-root", help="allow POST /index `paths` under this folder (repeatable)")] = None,
+        default_route: Annotated[str, typer.Option("--route", "-r", help="route used when a query names none")] = "route1s_sentence",
+        preload: Annotated[bool, typer.Option("--preload/--no-preload", help="run the default route once at startup to load its models")] = True,
+    ) -> None:
+        """Serve the HTTP API (POST /query, /index; GET /routes, /plugins, /jobs/ID, /health)."""
+        import uvicorn
+        from graphroute.core.apps.serve.server import (
+            LOGGER_NAME,
+            ServerConfig,
+            configure_logging,
+            create_app,
+            log_event,
+            secrets_of,
+        )
+        from graphroute.core.config.settings import Settings
+        from graphroute.core.errors import UserError
+
+        token = token or os.environ.get("GRAPHROUTE_TOKEN") or None
+        check_bind(host, token)
+        # stderr carries JSON log lines only: no progress bars (jobs report progress instead)
+        os.environ["GRAPHROUTE_PROGRESS"] = "0"
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        os.environ.setdefault("TQDM_DISABLE", "1")
+        for root in index_root or []:
+            if not root.is_dir():
+                raise UserError(f"--index-root {root} is not a folder", code=2)
+        config = ServerConfig(
+            store=store, group=group, token=token, max_body_bytes=max_body, request_timeout_s=timeout,
+            query_workers=workers, index_roots=list(index_root or []), default_route=default_route,
+            preload=preload,
+        )
+        settings = Settings()
+        configure_logging(lambda: secrets_of(config, settings))
+        app_ = create_app(config)
+        import logging
+
+        gr = app_.state.engine
+        log_event(
+            logging.getLogger(LOGGER_NAME), logging.INFO, "serving",
+            host=host, port=port, backend=gr.store.backend, group=gr.group, auth=bool(token),
+            max_body_bytes=max_body, timeout_s=timeout, index_roots=[str(r) for r in config.index_roots],
+        )
+        uvicorn.run(app_, host=host, port=port, log_config=None, access_log=False, timeout_graceful_shutdown=5)
+
+    @app.command("new-plugin")
+    def new_plugin_cmd(
+        name: Annotated[str, typer.Argument(help="plugin name, e.g. keyword-boost")],
+        directory: Annotated[Path, typer.Option("--dir", help="parent folder of the new package")] = Path("."),
+    ) -> None:
+        """Write a ready plugin package (entry point, one stage, its test, README)."""
+        from graphroute.core.apps.cli.main import out
+        from graphroute.core.apps.scaffold import new_plugin
+        from graphroute.core.errors import ScaffoldError, UserError
+
+        try:
+            target, names, written = new_plugin(name, directory)
+        except ScaffoldError as exc:
+            raise UserError(str(exc), code=2) from None
+        out.print(f"[bold]created[/] {target}", highlight=False)
+        for p in written:
+            out.print(f"  {p.relative_to(target)}", highlight=False, markup=False)
+        out.print(
+            f"next: pip install -e {target} && graphroute plugins   "
+            f"(then `use: {names.ident}` in a route)",
+            highlight=False, markup=False,
+        )
+
+
+@hookimpl
+def register_commands(cli: typer.Typer) -> None:
+    register(cli)

@@ -1,0 +1,756 @@
+"""The HTTP API: a FastAPI app over one :class:`~graphroute.core.engine.GraphRoute`.
+
+Why it looks the way it does:
+
+* **One engine per process.** Models (embedder, spaCy, LLM client) load once and are shared
+  by every request; queries run in a bounded thread pool so a slow route never blocks the
+  event loop, and a per-request time limit answers 504 instead of hanging the client.
+* **Same semantics as the CLI.** ``POST /query`` returns exactly ``query --json``
+  (:meth:`QueryResult.to_public_json`), route problems come back with the message the CLI
+  prints, and overrides use the one override syntax of the Python API.
+* **Safe by default.** A bearer token is checked when configured (``serve`` refuses to bind
+  a non-loopback address without one), bodies are capped (413), route names are names and
+  never file paths, server-side index paths are refused unless the operator allowed a root
+  folder, and logs are structured JSON lines with a request id and never a secret.
+
+Indexing runs in a background worker (one job at a time, so two uploads never write the same
+group concurrently); ``GET /jobs/{id}`` reports its state, progress and final report.
+"""
+
+import asyncio
+import contextlib
+import hashlib
+import hmac
+import json
+import logging
+import os
+import re
+import sys
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+from graphroute.core.api.models import Citation
+from graphroute.core.config.overrides import overrides_from_mapping
+from graphroute.core.config.resolve import load_route
+from graphroute.core.config.route import find_route, list_routes
+from graphroute.core.config.settings import Settings
+from graphroute.core.errors import (
+    GraphRouteError,
+    RouteConfigError,
+    http_status_for,
+    message_for,
+)
+from graphroute.core.lib.paths import default_cache_dir
+from graphroute.core.registry import skipped_builtins
+from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+    from graphroute.core.engine import GraphRoute
+
+T = TypeVar("T")
+
+DEFAULT_ROUTE = "route1s_sentence"
+DEFAULT_MAX_BODY_BYTES = 1_000_000
+DEFAULT_TIMEOUT_S = 60.0
+LOGGER_NAME = "graphroute.server"
+# route and profile names: never paths, not even relative ones (no '/', no '.yaml')
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$"
+_REQUEST_ID_RE = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+MAX_JOBS_KEPT = 200
+
+
+# --------------------------------------------------------------------------- configuration
+
+
+@dataclass
+class ServerConfig:
+    """What ``graphroute serve`` passes to :func:`create_app` (all optional in tests)."""
+
+    store: str | None = None
+    group: str | None = None
+    token: str | None = None  # bearer token; None means no auth (loopback only, see serve)
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    request_timeout_s: float = DEFAULT_TIMEOUT_S
+    query_workers: int = 4
+    index_roots: list[Path] = field(default_factory=list)  # server-side paths allowed under these
+    upload_dir: Path | None = None  # where POST /index documents are written before indexing
+    default_route: str = DEFAULT_ROUTE
+    preload: bool = False  # run the default route once at startup so the first query is not slow
+
+    @classmethod
+    def from_env(cls, **kwargs: Any) -> "ServerConfig":
+        """Defaults from the environment (``GRAPHROUTE_TOKEN``), explicit values win."""
+        cfg = cls(**kwargs)
+        if cfg.token is None:
+            cfg.token = os.environ.get("GRAPHROUTE_TOKEN") or None
+        return cfg
+
+
+# --------------------------------------------------------------------------- API models
+
+
+class ErrorBody(BaseModel):
+    """Every error the API returns (besides FastAPI's request-validation 422)."""
+
+    error: str = Field(description="machine-readable error code, e.g. `route_config`, `unknown_group`")
+    message: str = Field(description="what went wrong and how to fix it (the CLI's wording)")
+    request_id: str | None = Field(None, description="the X-Request-ID of the request")
+
+
+class QueryRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a misspelt field is an error, not ignored
+
+    question: str = Field(min_length=1, max_length=20_000, description="the question")
+    route: str | None = Field(None, pattern=NAME_PATTERN, description="a route name (`GET /routes`); the server's default route when omitted")
+    group: str | None = Field(None, min_length=1, max_length=200, description="group (corpus); the server's default when omitted")
+    overrides: dict[str, Any] = Field(
+        default_factory=dict,
+        description='stage overrides: {"score_gap.threshold": 0.4, "score_gap.enabled": false} '
+        'or {"score_gap": {"threshold": 0.4}}',
+    )
+
+
+class EvidenceOut(BaseModel):
+    id: str
+    text: str
+    score: float
+    document: str
+    section_path: str
+    source: str
+    kind: str
+    page: int | None = None
+    char_offset: int | None = None
+    char_length: int | None = None
+
+
+class TraceOut(BaseModel):
+    stage: str
+    use: str
+    kind: str
+    enabled: bool
+    duration_ms: float
+    items_in: int
+    items_out: int
+    tokens: dict[str, int]
+    stats: dict[str, Any]
+
+
+class QueryResponse(BaseModel):
+    """Exactly what ``graphroute query --json`` prints."""
+
+    question: str
+    route: str
+    group: str
+    answer: str
+    negative: bool
+    citations: list[Citation]
+    evidence: list[EvidenceOut]
+    trace: list[TraceOut]
+    duration_ms: float
+
+
+class RouteSummary(BaseModel):
+    name: str
+    description: str
+    shipped: bool = Field(description="true for routes shipped with graphroute, false for $GRAPHROUTE_ROUTES ones")
+
+
+class RouteDetail(BaseModel):
+    name: str
+    description: str
+    yaml: str = Field(description="the fully resolved route YAML, as `graphroute routes show` prints it")
+    config: dict[str, Any] = Field(description="the same, as JSON")
+
+
+class PluginsResponse(BaseModel):
+    plugins: list[dict[str, Any]]
+    skipped: dict[str, str] = Field(description="built-in plugin modules not loaded, and why")
+
+
+class IndexDocument(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a misspelt field is an error, not ignored
+
+    title: str = Field(min_length=1, max_length=300, description="document title (a single leading `# heading` in the text takes precedence)")
+    text: str = Field(min_length=1, description="plain text or Markdown (headings become sections)")
+
+
+class IndexRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a misspelt field is an error, not ignored
+
+    group: str | None = Field(None, min_length=1, max_length=200)
+    documents: list[IndexDocument] = Field(default_factory=list, max_length=10_000)
+    paths: list[str] = Field(
+        default_factory=list, max_length=10_000,
+        description="server-side files or folders; only under the server's --index-root folders",
+    )
+    profile: str | None = Field(None, pattern=NAME_PATTERN, description="index profile name")
+
+
+JobState = Literal["queued", "running", "succeeded", "failed"]
+
+
+class JobInfo(BaseModel):
+    id: str
+    state: JobState
+    group: str
+    created: float = Field(description="unix time")
+    started: float | None = None
+    finished: float | None = None
+    progress: dict[str, Any] = Field(
+        default_factory=dict,
+        description="`phase` (queued, writing uploads, indexing, done, failed), `inputs`, and the current "
+        "indexing `step` with `completed` / `total` items",
+    )
+    report: dict[str, Any] | None = Field(None, description="the index report (`graphroute index --json`)")
+    error: str | None = None
+
+
+class HealthResponse(BaseModel):
+    status: Literal["ok"]
+    version: str
+    backend: str
+    groups: list[str]
+
+
+# --------------------------------------------------------------------------- logging
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line; known secrets are masked wherever they appear."""
+
+    def __init__(self, secrets: Callable[[], list[str]] | None = None) -> None:
+        super().__init__()
+        self._secrets = secrets or (lambda: [])
+
+    def format(self, record: logging.LogRecord) -> str:
+        data: dict[str, Any] = {
+            "ts": round(record.created, 3),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "event": record.getMessage(),
+        }
+        data.update(getattr(record, "fields", {}) or {})
+        if record.exc_info:
+            data["exception"] = self.formatException(record.exc_info)
+        text = json.dumps(data, default=str, ensure_ascii=False)
+        for secret in self._secrets():
+            if secret and len(secret) >= 4:
+                text = text.replace(secret, "***")
+        return text
+
+
+def log_event(logger: logging.Logger, level: int, event: str, *, exc_info: bool = False, **fields: Any) -> None:
+    logger.log(level, event, extra={"fields": fields}, exc_info=exc_info)
+
+
+def configure_logging(secrets: Callable[[], list[str]] | None = None, stream: Any = None) -> logging.Handler:
+    """Send ``graphroute.server`` records (and uvicorn's errors) to stderr as JSON lines."""
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.setFormatter(JsonFormatter(secrets))
+    for name in (LOGGER_NAME, "uvicorn.error"):
+        lg = logging.getLogger(name)
+        for h in list(lg.handlers):
+            if isinstance(h.formatter, JsonFormatter):
+                lg.removeHandler(h)
+        lg.addHandler(handler)
+        lg.setLevel(logging.INFO)
+        lg.propagate = False
+    return handler
+
+
+def secrets_of(config: ServerConfig, settings: Settings) -> list[str]:
+    return [s for s in (config.token, settings.openai_api_key, settings.voyage_api_key, settings.neo4j_password) if s]
+
+
+# --------------------------------------------------------------------------- errors
+
+
+class ApiError(GraphRouteError):
+    """An error raised by the HTTP layer itself, with its status, code and message."""
+
+    def __init__(self, status: int, code: str, message: str, headers: Mapping[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status = self.http_status = status
+        self.code = code
+        self.message = message
+        self.headers = dict(headers or {})
+
+
+def _error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
+    text = {
+        400: "bad route, overrides or parameters (message as the CLI prints it)",
+        401: "missing or wrong bearer token",
+        403: "server-side paths not allowed",
+        404: "unknown route, group or job",
+        413: "request body too large",
+        503: "store unavailable",
+        504: "the request took longer than the server's time limit",
+    }
+    return {c: {"model": ErrorBody, "description": text.get(c, "error")} for c in codes}
+
+
+# --------------------------------------------------------------------------- middleware
+
+
+class RequestGuard:
+    """Pure ASGI middleware: request id, body-size limit, one access-log line per request.
+
+    The size limit is enforced on the declared Content-Length *and* on the bytes actually
+    received, so a chunked upload cannot slip past it.
+    """
+
+    def __init__(self, app: Any, *, max_body_bytes: int, logger: logging.Logger, too_large: type[Exception] | None = None) -> None:
+        self.app = app
+        self.max_body_bytes = max_body_bytes
+        self.logger = logger
+        # FastAPI turns any exception raised while it reads the body into a 400, except
+        # HTTPException subclasses: create_app passes one so the client sees the 413.
+        self.too_large = too_large
+
+    async def __call__(self, scope: dict[str, Any], receive: Callable[[], Awaitable[Any]], send: Callable[[Any], Awaitable[None]]) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        incoming = headers.get("x-request-id", "")
+        rid = incoming if _REQUEST_ID_RE.match(incoming) else uuid.uuid4().hex
+        scope.setdefault("state", {})["request_id"] = rid
+        t0 = time.perf_counter()
+        status = 500
+        started = False
+        received = 0
+
+        async def send_with_id(message: dict[str, Any]) -> None:
+            nonlocal status, started
+            if message["type"] == "http.response.start":
+                status, started = message["status"], True
+                message["headers"] = [*message.get("headers", []), (b"x-request-id", rid.encode("latin-1"))]
+            await send(message)
+
+        async def reply(code: int, err: str, msg: str) -> None:
+            body = json.dumps({"error": err, "message": msg, "request_id": rid}).encode()
+            await send_with_id({
+                "type": "http.response.start", "status": code,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+            })
+            await send({"type": "http.response.body", "body": body})
+
+        too_large = f"request body exceeds the server limit of {self.max_body_bytes} bytes"
+        declared = headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
+            await reply(413, "too_large", too_large)
+        else:
+            async def limited_receive() -> Any:
+                nonlocal received
+                message = await receive()
+                if message.get("type") == "http.request":
+                    received += len(message.get("body", b""))
+                    if received > self.max_body_bytes:
+                        if self.too_large is not None:
+                            raise self.too_large(too_large)
+                        raise ApiError(413, "too_large", too_large)
+                return message
+
+            try:
+                await self.app(scope, limited_receive, send_with_id)
+            except ApiError as exc:  # raised while the body was read, before any response
+                await reply(exc.status, exc.code, exc.message)
+            except Exception as exc:  # a bug: log it (as JSON), answer 500 without details
+                log_event(self.logger, logging.ERROR, "unhandled error", request_id=rid,
+                          error=f"{type(exc).__name__}: {exc}", exc_info=True)
+                if not started:
+                    await reply(500, "internal", f"internal error ({type(exc).__name__}); see the server log for request {rid}")
+        path = scope.get("path", "")
+        log_event(
+            self.logger, logging.INFO, "request",
+            request_id=rid, method=scope.get("method"), path=path, status=status,
+            duration_ms=round((time.perf_counter() - t0) * 1000.0, 2),
+            client=(scope.get("client") or ("?",))[0],
+        )
+
+
+# --------------------------------------------------------------------------- jobs
+
+
+@dataclass
+class Job:
+    id: str
+    group: str
+    state: JobState = "queued"
+    created: float = field(default_factory=time.time)
+    started: float | None = None
+    finished: float | None = None
+    progress: dict[str, Any] = field(default_factory=dict)
+    report: dict[str, Any] | None = None
+    error: str | None = None
+
+    def info(self) -> JobInfo:
+        return JobInfo(
+            id=self.id, state=self.state, group=self.group, created=self.created, started=self.started,
+            finished=self.finished, progress=dict(self.progress), report=self.report, error=self.error,
+        )
+
+
+class JobManager:
+    """Index jobs, run one at a time by a single worker thread (writes to a group are
+    serialised; queries keep being served meanwhile)."""
+
+    def __init__(self, logger: logging.Logger) -> None:
+        self._jobs: OrderedDict[str, Job] = OrderedDict()
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="graphroute-index")
+        self._logger = logger
+
+    def submit(self, group: str, work: Callable[[Job], dict[str, Any]], request_id: str) -> Job:
+        job = Job(id=uuid.uuid4().hex, group=group, progress={"phase": "queued"})
+        with self._lock:
+            self._jobs[job.id] = job
+            while len(self._jobs) > MAX_JOBS_KEPT:
+                oldest = next(iter(self._jobs))
+                if self._jobs[oldest].state in ("queued", "running"):
+                    break
+                self._jobs.popitem(last=False)
+        self._pool.submit(self._run, job, work, request_id)
+        return job
+
+    def _run(self, job: Job, work: Callable[[Job], dict[str, Any]], request_id: str) -> None:
+        job.state, job.started = "running", time.time()
+        job.progress = {**job.progress, "phase": "indexing"}
+        log_event(self._logger, logging.INFO, "job started", job_id=job.id, group=job.group, request_id=request_id)
+        try:
+            job.report = _jsonable(work(job))
+            job.state = "succeeded"
+            job.progress = {**job.progress, "phase": "done"}
+        except Exception as exc:  # the job reports it; the server keeps running
+            job.state, job.error = "failed", f"{type(exc).__name__}: {exc}"
+            job.progress = {**job.progress, "phase": "failed"}
+            log_event(self._logger, logging.ERROR, "job failed", job_id=job.id, error=job.error, request_id=request_id)
+        finally:
+            job.finished = time.time()
+        log_event(
+            self._logger, logging.INFO, "job finished", job_id=job.id, state=job.state,
+            seconds=round(job.finished - (job.started or job.finished), 3), request_id=request_id,
+        )
+
+    def get(self, job_id: str) -> Job | None:
+        with self._lock:
+            return self._jobs.get(job_id)
+
+    def shutdown(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _jsonable(value: Any) -> dict[str, Any]:
+    if hasattr(value, "to_json"):
+        value = value.to_json()
+    elif isinstance(value, BaseModel):
+        value = value.model_dump(mode="json")
+    data = json.loads(json.dumps(value, default=str))
+    return data if isinstance(data, dict) else {"result": data}
+
+
+# --------------------------------------------------------------------------- uploads
+
+
+def _slug(title: str) -> str:
+    """A file name for an uploaded title: readable, unique per title, never a path."""
+    base = re.sub(r"[^A-Za-z0-9._ -]+", "", title).strip().replace(" ", "_").strip("._-")[:80] or "document"
+    return f"{base}-{hashlib.sha1(title.encode('utf-8')).hexdigest()[:8]}"
+
+
+def write_uploads(directory: Path, documents: list[IndexDocument]) -> list[Path]:
+    """Write uploaded documents as Markdown files (the title in front matter) so they go
+    through the same loader as files on disk, headings and tables included; re-uploading a
+    title rewrites its file, so the indexer sees a changed document, not a new one."""
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for doc in documents:
+        p = directory / f"{_slug(doc.title)}.md"
+        title = " ".join(doc.title.split())
+        # quoted (a JSON string is a YAML double-quoted scalar) so quotes, colons and
+        # brackets in the title come back verbatim
+        quoted = json.dumps(title, ensure_ascii=False)
+        p.write_text(f"---\ntitle: {quoted}\n---\n\n{doc.text.strip()}\n", encoding="utf-8")
+        paths.append(p)
+    return paths
+
+
+def _upload_dir_for(config: ServerConfig, store_location: str, group: str) -> Path:
+    root = config.upload_dir or (default_cache_dir() / "uploads" / hashlib.sha1(store_location.encode()).hexdigest()[:12])
+    return root / _slug(group)
+
+
+# --------------------------------------------------------------------------- app factory
+
+
+def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None" = None) -> "FastAPI":
+    """Build the app. Pass ``engine`` to share an already opened :class:`GraphRoute`
+    (tests do); otherwise one is opened from ``config.store``."""
+    from fastapi import Depends, FastAPI, Request
+    from fastapi.responses import JSONResponse
+    from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+    from graphroute.core import __version__
+    from graphroute.core.lib import progress
+    from starlette.exceptions import HTTPException as StarletteHTTPException
+
+    config = config or ServerConfig.from_env()
+    if engine is None:
+        from graphroute.core.engine import GraphRoute
+
+        settings = Settings()
+        if config.store:
+            settings.store = config.store
+        if config.group:
+            settings.group = config.group
+        engine = GraphRoute(settings=settings)
+    gr = engine
+    logger = logging.getLogger(LOGGER_NAME)
+    jobs = JobManager(logger)
+    pool = ThreadPoolExecutor(max_workers=max(1, config.query_workers), thread_name_prefix="graphroute-query")
+    roots = [r.resolve() for r in config.index_roots]
+
+    async def run_limited(fn: Callable[[], T]) -> T:
+        """Run blocking work in the query pool; 504 after the time limit (the worker thread
+        finishes on its own, the client is not kept waiting)."""
+        loop = asyncio.get_running_loop()
+        fut = loop.run_in_executor(pool, fn)
+        try:
+            return await asyncio.wait_for(fut, timeout=config.request_timeout_s)
+        except TimeoutError:
+            raise ApiError(
+                504, "timeout", f"the request took longer than {config.request_timeout_s:g} s; "
+                "try a cheaper route or raise the server's --timeout",
+            ) from None
+
+    bearer = HTTPBearer(auto_error=False, description="`Authorization: Bearer <token>` (when the server has a token)")
+
+    def require_token(creds: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:
+        if not config.token:
+            return
+        given = creds.credentials if creds is not None else ""
+        if not hmac.compare_digest(given.encode("utf-8"), config.token.encode("utf-8")):
+            raise ApiError(
+                401, "unauthorized", "missing or wrong bearer token (send `Authorization: Bearer <token>`)",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+
+    def warm_up() -> None:
+        try:
+            if gr.group in gr.store.groups():
+                t0 = time.perf_counter()
+                # one throw-away query loads exactly what the default route needs (embedder,
+                # spaCy, graph caches); models are cached per process, so queries reuse them
+                gr.query("warm up", route=config.default_route, group=gr.group)
+                log_event(logger, logging.INFO, "models loaded", group=gr.group, route=config.default_route,
+                          seconds=round(time.perf_counter() - t0, 2))
+        except Exception as exc:  # the first query will report it properly
+            log_event(logger, logging.WARNING, "preload failed", error=f"{type(exc).__name__}: {exc}")
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: "FastAPI") -> AsyncIterator[None]:
+        if config.preload:
+            asyncio.get_running_loop().run_in_executor(pool, warm_up)  # in the background
+        yield
+        jobs.shutdown()
+        pool.shutdown(wait=False, cancel_futures=True)
+
+    app = FastAPI(
+        title="graphroute",
+        version=__version__,
+        description="Query and index a graphroute store over HTTP. Same routes, overrides and JSON as the CLI.",
+        lifespan=lifespan,
+    )
+    app.state.engine = gr
+    app.state.jobs = jobs
+    app.state.config = config
+
+    class BodyTooLarge(StarletteHTTPException):
+        def __init__(self, message: str) -> None:
+            super().__init__(413, message)
+
+    app.add_middleware(
+        RequestGuard, max_body_bytes=config.max_body_bytes, logger=logger, too_large=BodyTooLarge,  # type: ignore[arg-type]
+    )
+
+    def request_id(request: Request) -> str | None:
+        return request.scope.get("state", {}).get("request_id")
+
+    def error_response(request: Request, status: int, code: str, message: str, headers: Mapping[str, str] | None = None) -> JSONResponse:
+        body = ErrorBody(error=code, message=message, request_id=request_id(request))
+        return JSONResponse(body.model_dump(), status_code=status, headers=dict(headers or {}))
+
+    @app.exception_handler(ApiError)
+    async def _api_error(request: Request, exc: ApiError) -> JSONResponse:
+        return error_response(request, exc.status, exc.code, exc.message, exc.headers)
+
+    @app.exception_handler(BodyTooLarge)
+    async def _too_large(request: Request, exc: BodyTooLarge) -> JSONResponse:
+        return error_response(request, 413, "too_large", str(exc.detail))
+
+    @app.exception_handler(GraphRouteError)
+    async def _graphroute_error(request: Request, exc: GraphRouteError) -> JSONResponse:
+        return error_response(request, http_status_for(exc), exc.code, message_for(exc))
+
+    auth = [Depends(require_token)]
+
+    def known_group(group: str) -> None:
+        if group not in gr.store.groups():
+            raise ApiError(
+                404, "unknown_group",
+                f"group '{group}' does not exist in this store (or is empty); index documents first: "
+                f'POST /index {{"group": "{group}", "documents": [...]}}',
+            )
+
+    def route_file(name: str) -> Path:
+        """The file of a route *name*; the CLI's "unknown route" error (with its did-you-mean
+        hint) otherwise. Names only: a path would let a client read server files."""
+        routes = list_routes()
+        if name in routes and re.match(NAME_PATTERN, name):
+            return routes[name]
+        if os.sep in name or name.endswith((".yaml", ".yml")) or (os.altsep and os.altsep in name):
+            raise ApiError(400, "bad_request", "`route` must be a route name (`GET /routes`), not a path")
+        find_route(name)  # raises RouteConfigError with the hint
+        raise ApiError(404, "unknown_route", f"unknown route {name!r}")
+
+    # ------------------------------------------------------------------ endpoints
+
+    @app.get("/health", response_model=HealthResponse, tags=["service"], responses=_error_responses(503, 504))
+    async def health() -> HealthResponse:
+        """Liveness and the store's groups (no auth: safe for load balancers)."""
+        groups = await run_limited(gr.store.groups)
+        return HealthResponse(status="ok", version=__version__, backend=gr.store.backend, groups=sorted(groups))
+
+    @app.post(
+        "/query", response_model=QueryResponse, tags=["query"], dependencies=auth,
+        responses=_error_responses(400, 401, 404, 413, 503, 504),
+    )
+    async def query(body: QueryRequest) -> dict[str, Any]:
+        """Answer a question through a route; the body of `graphroute query --json`."""
+        group = body.group or gr.group
+        route = body.route or config.default_route
+        route_file(route)
+        overrides = overrides_from_mapping(body.overrides)
+
+        def work() -> dict[str, Any]:
+            known_group(group)
+            return gr.query(body.question, route=route, group=group, overrides=overrides).to_public_json()
+
+        try:
+            return await run_limited(work)
+        except ValueError as exc:  # e.g. a blank question
+            raise ApiError(400, "bad_request", str(exc)) from None
+
+    @app.get("/routes", response_model=list[RouteSummary], tags=["routes"], dependencies=auth, responses=_error_responses(401))
+    async def routes() -> list[RouteSummary]:
+        """Shipped routes and those in $GRAPHROUTE_ROUTES."""
+        import yaml
+        from graphroute.core.config.route import builtin_routes_dir
+
+        shipped = builtin_routes_dir().resolve()
+        out = []
+        for name, path in list_routes().items():
+            try:
+                desc = str((yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("description", "") or "")
+            except Exception as exc:
+                desc = f"(unreadable: {type(exc).__name__})"
+            out.append(RouteSummary(name=name, description=desc.strip(), shipped=path.resolve().parent == shipped))
+        return out
+
+    @app.get(
+        "/routes/{name}", response_model=RouteDetail, tags=["routes"], dependencies=auth,
+        responses=_error_responses(400, 401, 404),
+    )
+    async def route_show(name: str) -> RouteDetail:
+        """The fully resolved route (after extends and environment overrides)."""
+        if not re.match(NAME_PATTERN, name):
+            raise ApiError(404, "unknown_route", f"unknown route {name!r}; `GET /routes` lists them")
+        try:
+            route_file(name)
+        except RouteConfigError as exc:
+            raise ApiError(404, "unknown_route", exc.render()) from None
+        resolved = await run_limited(lambda: load_route(name, gr.registry))
+        return RouteDetail(
+            name=resolved.name, description=resolved.config.description,
+            yaml=resolved.to_yaml(), config=resolved.config.to_yaml_dict(),
+        )
+
+    @app.get("/plugins", response_model=PluginsResponse, tags=["plugins"], dependencies=auth, responses=_error_responses(401))
+    async def plugins() -> PluginsResponse:
+        """Installed plugins and what each contributes (`graphroute plugins --json`)."""
+        return PluginsResponse(plugins=gr.registry.plugins(), skipped=skipped_builtins())
+
+    @app.post(
+        "/index", response_model=JobInfo, status_code=202, tags=["index"], dependencies=auth,
+        responses=_error_responses(400, 401, 403, 413),
+    )
+    async def index(body: IndexRequest, request: Request) -> JobInfo:
+        """Start indexing documents (title + text) or server-side paths; poll `GET /jobs/{id}`."""
+        if not body.documents and not body.paths:
+            raise ApiError(400, "bad_request", "nothing to index: send `documents` [{title, text}] or `paths`")
+        group = body.group or gr.group
+        paths: list[Path] = []
+        for raw in body.paths:
+            if "\x00" in raw:
+                raise ApiError(400, "bad_request", "paths must not contain NUL bytes")
+            if not roots:
+                raise ApiError(
+                    403, "paths_disabled",
+                    "server-side paths are disabled; send `documents` instead, or start the server with --index-root DIR",
+                )
+            p = Path(raw).expanduser()
+            p = (p if p.is_absolute() else roots[0] / p).resolve()
+            if not any(p.is_relative_to(r) for r in roots):
+                raise ApiError(403, "path_not_allowed", f"{raw!r} is outside the allowed --index-root folders")
+            if not p.exists():
+                raise ApiError(400, "bad_request", f"{raw!r} does not exist on the server")
+            paths.append(p)
+        if body.profile is not None:
+            from graphroute.core.config.index_profile import (
+                builtin_index_profiles_dir,
+                load_index_profile,
+            )
+            from graphroute.core.errors import IndexProfileError
+
+            shipped = sorted(p.stem for p in builtin_index_profiles_dir().glob("*.yaml"))
+            if body.profile not in shipped:  # a name, never a file on the server
+                raise ApiError(400, "bad_profile", f"unknown index profile {body.profile!r}; shipped profiles: {', '.join(shipped)}")
+            try:
+                load_index_profile(body.profile)
+            except IndexProfileError as exc:
+                raise ApiError(400, "bad_profile", str(exc)) from None
+        upload_dir = _upload_dir_for(config, gr.store.location or "store", group)
+        documents = list(body.documents)
+
+        def work(job: Job) -> dict[str, Any]:
+            targets = list(paths)
+            if documents:
+                job.progress = {**job.progress, "phase": "writing uploads"}
+                targets += write_uploads(upload_dir, documents)
+            job.progress = {**job.progress, "phase": "indexing", "inputs": len(targets)}
+
+            def on_progress(step: str, completed: float, total: float | None) -> None:
+                job.progress = {**job.progress, "step": step, "completed": completed, "total": total}
+
+            with progress.listen(on_progress):
+                return _jsonable(gr.index(targets, group=group, profile=body.profile))
+
+        job = jobs.submit(group, work, request_id(request) or "")
+        return job.info()
+
+    @app.get("/jobs/{job_id}", response_model=JobInfo, tags=["index"], dependencies=auth, responses=_error_responses(401, 404))
+    async def job_status(job_id: str) -> JobInfo:
+        """State, progress and (when finished) the report of an index job."""
+        job = jobs.get(job_id)
+        if job is None:
+            raise ApiError(404, "unknown_job", f"no job {job_id!r} (jobs are kept in memory until the server restarts)")
+        return job.info()
+
+    return app

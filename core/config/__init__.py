@@ -1,0 +1,1 @@
+"""Configuration: route YAML, overrides, index profiles, settings, components made from them."""

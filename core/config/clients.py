@@ -1,0 +1,73 @@
+"""Components made from configuration: a registered class plus its validated parameters, and
+the LLM client that ``GRAPHROUTE_LLM`` names."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from typing import Any
+
+from graphroute.core.api.components import LLMClient
+from graphroute.core.config.settings import Settings
+from graphroute.core.errors import LLMConfigError
+from graphroute.core.registry import Registry
+from pydantic import ValidationError
+
+ENV_LLM = "GRAPHROUTE_LLM"
+ENV_LLM_PARAMS = "GRAPHROUTE_LLM_PARAMS"
+ENV_LLM_MODEL = "GRAPHROUTE_LLM_MODEL"
+
+
+def make_component(registry_family: Any, spec: dict[str, Any]) -> Any:
+    """Instantiate ``{"use": name, "with": {...}}`` from a registry family."""
+    cls = registry_family.get(spec["use"])
+    params = cls.Params(**(spec.get("with") or {}))
+    return cls(params)
+
+
+def llm_params_from_env(environ: dict[str, str] | None = None) -> tuple[str | None, dict[str, object]]:
+    """(client name, params) from ``GRAPHROUTE_LLM`` / ``GRAPHROUTE_LLM_PARAMS`` /
+    ``GRAPHROUTE_LLM_MODEL``; name None means "offline"."""
+    env = os.environ if environ is None else environ
+    name = env.get(ENV_LLM, "").strip()
+    if not name or name.lower() in ("none", "off", "0", "false"):
+        return None, {}
+    raw = env.get(ENV_LLM_PARAMS, "").strip() or "{}"
+    try:
+        params = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise LLMConfigError(f"{ENV_LLM_PARAMS} is not valid JSON ({exc.msg} at char {exc.pos})") from None
+    if not isinstance(params, dict):
+        raise LLMConfigError(f"{ENV_LLM_PARAMS} must be a JSON object, e.g. '{{\"model\": \"gpt-4.1-mini\"}}'")
+    model = env.get(ENV_LLM_MODEL, "").strip()
+    if model and "model" not in params:
+        params["model"] = model
+    return name, params
+
+
+def make_llm(registry: Registry, name: str, params: dict[str, object]) -> LLMClient:
+    """Instantiate a registered LLM client, turning bad parameters into a clear error."""
+    cls = registry.llm_clients.get(name)  # unknown name: PluginError listing the known ones
+    try:
+        p = cls.Params(**params)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors())
+        fields = ", ".join(cls.Params.model_fields)
+        raise LLMConfigError(
+            f"LLM client {name!r}: invalid parameters ({problems}); known parameters: {fields}"
+        ) from None
+    return cls(p)
+
+
+def llm_factory(settings: Settings, registry: Registry) -> Callable[[], LLMClient | None]:
+    """A zero-argument factory, called lazily on first use (so an offline route never
+    imports the openai SDK)."""
+
+    def make() -> LLMClient | None:
+        name, params = llm_params_from_env()
+        if name is None:
+            return None
+        return make_llm(registry, name, params)
+
+    return make

@@ -1,0 +1,149 @@
+"""Overrides: ``--set``/``--disable``/``--enable``, ``GRAPHROUTE__ID__PARAM`` and the API mapping, applied to a route config."""
+
+from __future__ import annotations
+
+import difflib
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+from graphroute.core.config.route import ParallelSpec, RouteConfig, StageSpec
+from graphroute.core.errors import RouteConfigError
+
+# --------------------------------------------------------------------------- overrides
+
+
+ENV_PREFIX = "GRAPHROUTE__"  # GRAPHROUTE__<STAGE_ID>__<PARAM>=value
+
+
+@dataclass
+class Overrides:
+    """Parameter values and toggles by stage id, from one source (env, CLI or API)."""
+
+    params: dict[tuple[str, str], Any] = field(default_factory=dict)
+    enabled: dict[str, bool] = field(default_factory=dict)
+    origin: str = "override"
+    strict: bool = True  # unknown stage ids are an error (not for the environment)
+
+    def merged(self, other: Overrides) -> Overrides:
+        """``other`` wins."""
+        return Overrides(
+            {**self.params, **other.params}, {**self.enabled, **other.enabled}, other.origin, other.strict
+        )
+
+    def is_empty(self) -> bool:
+        return not self.params and not self.enabled
+
+
+def parse_value(text: str) -> Any:
+    """``0.4`` -> float, ``true`` -> bool, ``[a, b]`` -> list, anything else -> str."""
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+
+
+def overrides_from_cli(
+    sets: Iterable[str] = (), disable: Iterable[str] = (), enable: Iterable[str] = ()
+) -> Overrides:
+    ov = Overrides(origin="command line")
+    for item in sets:
+        if "=" not in item or "." not in item.split("=", 1)[0]:
+            raise RouteConfigError(
+                f"bad --set {item!r}", fix="write --set STAGE_ID.PARAM=VALUE, e.g. --set score_gap.threshold=0.4"
+            )
+        key, value = item.split("=", 1)
+        stage_id, param = key.split(".", 1)
+        if param == "enabled":
+            ov.enabled[stage_id] = bool(parse_value(value))
+        else:
+            ov.params[(stage_id, param)] = parse_value(value)
+    for s in disable:
+        ov.enabled[s] = False
+    for s in enable:
+        ov.enabled[s] = True
+    return ov
+
+
+def overrides_from_env(environ: Mapping[str, str] | None = None) -> Overrides:
+    """``GRAPHROUTE__SCORE_GAP__THRESHOLD=0.4`` and ``GRAPHROUTE__SCORE_GAP__ENABLED=0``.
+    Ids are matched case-insensitively; ids not in the route are ignored (the environment
+    applies to every route)."""
+    ov = Overrides(origin="environment", strict=False)
+    for name, value in (environ if environ is not None else os.environ).items():
+        if not name.startswith(ENV_PREFIX):
+            continue
+        parts = name[len(ENV_PREFIX) :].split("__")
+        if len(parts) != 2 or not all(parts):
+            continue
+        stage_id, param = parts[0].lower(), parts[1].lower()
+        if param == "enabled":
+            ov.enabled[stage_id] = value.strip().lower() not in ("0", "false", "no", "off", "")
+        else:
+            ov.params[(stage_id, param)] = parse_value(value)
+    return ov
+
+
+def overrides_from_mapping(mapping: Mapping[str, Any] | None) -> Overrides:
+    """API form: ``{"score_gap.threshold": 0.4, "score_gap.enabled": False}`` or nested
+    ``{"score_gap": {"threshold": 0.4, "enabled": False}}``."""
+    ov = Overrides(origin="API overrides")
+    for key, value in (mapping or {}).items():
+        if isinstance(value, Mapping):
+            for param, v in value.items():
+                if param == "enabled":
+                    ov.enabled[key] = bool(v)
+                else:
+                    ov.params[(key, param)] = v
+        elif "." in key:
+            stage_id, param = key.split(".", 1)
+            if param == "enabled":
+                ov.enabled[stage_id] = bool(value)
+            else:
+                ov.params[(stage_id, param)] = value
+        else:
+            raise RouteConfigError(
+                f"bad override key {key!r}", fix='use "STAGE_ID.PARAM" or {"STAGE_ID": {"PARAM": value}}'
+            )
+    return ov
+
+
+def apply_overrides(cfg: RouteConfig, ov: Overrides) -> RouteConfig:
+    cfg = cfg.model_copy(deep=True)
+    by_id: dict[str, StageSpec | ParallelSpec] = {s.key: s for s in cfg.iter_stages()}
+    for e in cfg.stages:
+        if isinstance(e, ParallelSpec):
+            by_id.setdefault(e.key, e)
+    lower = {k.lower(): k for k in by_id}
+
+    def target(stage_id: str) -> StageSpec | ParallelSpec | None:
+        key = stage_id if stage_id in by_id else lower.get(stage_id.lower()) if not ov.strict else None
+        if key is None:
+            if ov.strict:
+                close = difflib.get_close_matches(stage_id, list(by_id), n=1)
+                hint = f"did you mean '{close[0]}'? " if close else ""
+                raise RouteConfigError(
+                    f"{ov.origin} name stage id '{stage_id}', which route '{cfg.name}' does not have",
+                    file=cfg.source, stage=stage_id,
+                    fix=f"{hint}stage ids of this route: {', '.join(by_id)}",
+                )
+            return None
+        return by_id[key]
+
+    for (stage_id, param), value in ov.params.items():
+        t = target(stage_id)
+        if t is None:
+            continue
+        if isinstance(t, ParallelSpec):
+            raise RouteConfigError(
+                f"'{stage_id}' is a parallel block; only `enabled` can be overridden", file=cfg.source, stage=stage_id,
+                fix="override the stages inside the block by their ids",
+            )
+        t.with_ = {**t.with_, param: value}
+    for stage_id, on in ov.enabled.items():
+        t = target(stage_id)
+        if t is not None:
+            t.enabled = on
+    return cfg

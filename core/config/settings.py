@@ -1,0 +1,39 @@
+"""Process settings read from the environment (and flags that override them).
+
+Secrets (API keys) are only ever read here, from the environment, and are never printed:
+``Settings.__repr__`` masks them and ``public()`` leaves them out.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from graphroute.core.lib.paths import default_cache_dir
+
+DEFAULT_STORE = ".graphroute"
+DEFAULT_GROUP = "default"
+
+
+@dataclass
+class Settings:
+    store: str = field(default_factory=lambda: os.environ.get("GRAPHROUTE_STORE", DEFAULT_STORE))
+    group: str = field(default_factory=lambda: os.environ.get("GRAPHROUTE_GROUP", DEFAULT_GROUP))
+    cache_dir: Path = field(default_factory=default_cache_dir)
+    neo4j_user: str = field(default_factory=lambda: os.environ.get("NEO4J_USER", "neo4j"))
+    neo4j_password: str = field(default_factory=lambda: os.environ.get("NEO4J_PASSWORD", ""), repr=False)
+    openai_api_key: str = field(default_factory=lambda: os.environ.get("OPENAI_API_KEY", ""), repr=False)
+    openai_base_url: str = field(default_factory=lambda: os.environ.get("OPENAI_BASE_URL", ""))
+    voyage_api_key: str = field(default_factory=lambda: os.environ.get("VOYAGE_API_KEY", ""), repr=False)
+
+    def public(self) -> dict[str, str]:
+        """Settings safe to print or log."""
+        return {
+            "store": self.store,
+            "group": self.group,
+            "cache_dir": str(self.cache_dir),
+            "openai_base_url": self.openai_base_url,
+            "openai_api_key": "set" if self.openai_api_key else "unset",
+            "voyage_api_key": "set" if self.voyage_api_key else "unset",
+        }

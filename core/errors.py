@@ -1,0 +1,195 @@
+"""Every error graphroute raises on purpose, in one hierarchy, and the one place that maps
+them to exit codes and HTTP statuses.
+
+``GraphRouteError`` is the root. Each subclass says what kind of problem it is:
+
+* :class:`UserError` - bad input the user can fix (a route, a profile, an argument): exit 2,
+  HTTP 400. :class:`ConfigError` and its subclasses are user errors about configuration.
+* :class:`PluginError` - a plugin or component name that is not installed or does not load.
+* :class:`StoreError` - the store failed in a way the user can act on; an unreachable store
+  is :class:`StoreUnavailableError` (exit 3, HTTP 503).
+* :class:`LoaderError` - one file cannot be loaded; index runs report it per file.
+* :class:`ModelError` - a model or client cannot be created, called or understood.
+
+Anything else that escapes is an internal error: exit 1, HTTP 500.
+"""
+
+from __future__ import annotations
+
+EXIT_USER = 2
+EXIT_INTERNAL = 1
+EXIT_UNAVAILABLE = 3
+
+
+class GraphRouteError(Exception):
+    """Base of every error graphroute raises on purpose."""
+
+    exit_code: int = EXIT_INTERNAL
+    http_status: int = 500
+    code: str = "internal_error"  # the machine-readable `error` field of an HTTP error body
+
+
+class UserError(GraphRouteError):
+    """Bad input whose message is the whole story (exit 2, HTTP 400)."""
+
+    exit_code = EXIT_USER
+    http_status = 400
+    code = "bad_request"
+
+    def __init__(self, message: str, code: int | None = None) -> None:
+        super().__init__(message)
+        if code is not None:
+            self.exit_code = code
+
+
+class ConfigError(UserError):
+    """A configuration problem: a route, an index profile, settings from the environment."""
+
+    code = "bad_config"
+
+
+class RouteConfigError(ConfigError):
+    """A route config problem, with where it is and how to fix it."""
+
+    code = "route_config"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str | None = None,
+        line: int | None = None,
+        stage: str | None = None,
+        fix: str | None = None,
+    ) -> None:
+        self.message = message
+        self.file = file
+        self.line = line
+        self.stage = stage
+        self.fix = fix
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        where = self.file or "<route>"
+        if self.line:
+            where += f":{self.line}"
+        head = f"{where}: "
+        if self.stage:
+            head += f"stage '{self.stage}': "
+        text = head + self.message
+        if self.fix:
+            text += f"\n  fix: {self.fix}"
+        return text
+
+
+class IndexProfileError(ConfigError):
+    """An index profile that does not load or validate."""
+
+    code = "bad_profile"
+
+
+class LLMConfigError(ConfigError):
+    """The LLM client named by the environment or a route cannot be configured."""
+
+
+class DatasetError(UserError):
+    """A benchmark questions or corpus file that cannot be read."""
+
+
+class ScaffoldError(UserError):
+    """``graphroute new-plugin`` cannot create the package it was asked for."""
+
+
+class PluginError(GraphRouteError):
+    """A plugin or component that is not installed, not found or does not load."""
+
+    exit_code = EXIT_USER
+    http_status = 400
+    code = "plugin"
+
+
+class StoreError(GraphRouteError):
+    """A store failed in a way the user can act on (bad location, closed, bad write)."""
+
+    exit_code = EXIT_INTERNAL
+    http_status = 503
+    code = "store"
+
+
+class StoreUnavailableError(StoreError):
+    """The store's server cannot be reached or refuses the credentials."""
+
+    exit_code = EXIT_UNAVAILABLE
+    http_status = 503
+    code = "store_unavailable"
+
+
+class LoaderError(GraphRouteError):
+    """A file that cannot be loaded; the message says which file and why."""
+
+    exit_code = EXIT_USER
+    http_status = 400
+    code = "bad_document"
+
+
+class ModelError(GraphRouteError):
+    """A model or client (embedder, LLM, reranker) that cannot be created or called."""
+
+    code = "model_error"
+
+
+class ServiceError(ModelError):
+    """A model or client cannot be created (missing extra, bad settings)."""
+
+    exit_code = EXIT_USER
+    http_status = 400
+
+
+class RemoteCallError(ModelError):
+    """A remote model call failed after its retries."""
+
+    exit_code = EXIT_UNAVAILABLE
+    http_status = 502
+    code = "remote_call_failed"
+
+    def __init__(self, message: str, *, status: int | None = None, retries: int = 0) -> None:
+        super().__init__(message)
+        self.status = status
+        self.retries = retries
+
+
+class EmbeddingDimensionError(ModelError):
+    """An embedder's vectors do not fit the group's stored vectors."""
+
+    exit_code = EXIT_USER
+    http_status = 400
+
+
+class LLMNotConfiguredError(LLMConfigError):
+    """A stage needs an LLM and none is configured (and it has no offline fallback)."""
+
+
+class LLMOutputError(ModelError):
+    """The model's reply could not be parsed/validated, even after a repair round."""
+
+    http_status = 502
+    code = "bad_model_output"
+
+
+def message_for(exc: BaseException) -> str:
+    """The text shown to a user: a route error with its file, line, stage and fix."""
+    return exc.render() if isinstance(exc, RouteConfigError) else str(exc)
+
+
+def exit_code_for(exc: BaseException) -> int:
+    """The process exit code for an error that reached the command line."""
+    if isinstance(exc, GraphRouteError):
+        return exc.exit_code
+    if isinstance(exc, KeyboardInterrupt):
+        return 130
+    return EXIT_INTERNAL
+
+
+def http_status_for(exc: BaseException) -> int:
+    """The HTTP status for an error that reached the API."""
+    return exc.http_status if isinstance(exc, GraphRouteError) else 500

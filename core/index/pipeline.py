@@ -1,0 +1,500 @@
+"""Index profiles and the context index steps run in.
+
+An **index profile** is to indexing what a route is to querying: a YAML file (shipped ones
+live in ``routes/index/``) naming the segmenter, the embedder, parsing limits and the
+ordered index steps with their parameters. The profile a group was indexed with is stored
+in the group's metadata, so queries embed with the same model.
+
+The pipeline that loads, parses, embeds and writes documents, then runs the steps, is
+:class:`Indexer` (``graphroute index``).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+from graphroute.core.api.components import Embedder, IndexContext, LLMClient
+from graphroute.core.api.constants import DOCUMENTS_META, FINGERPRINT_META
+from graphroute.core.api.store import DocumentBatch, GraphStore, merge_batches
+from graphroute.core.config.index_profile import IndexProfile, load_index_profile
+from graphroute.core.config.settings import Settings
+from graphroute.core.errors import LoaderError
+from graphroute.core.index.files import collect_files, fingerprint
+from graphroute.core.index.skeleton import DocumentSkeleton
+from graphroute.core.lib.knn import normalise_in_place
+from graphroute.core.lib.phases import enter_phase, release_free_memory
+from graphroute.core.registry import Registry
+
+# =========================================================================== the pipeline
+
+DOC_BATCH = 64  # documents parsed together; their new ones are one DocumentBatch
+# Sentences and chunks of consecutive batches are gathered until this many texts, then
+# embedded in one call and written in one ``write_batches`` call (the crash-recovery unit:
+# one transaction on the embedded store). sentence-transformers sorts a call's texts by
+# length before it batches them, so a wide call pads each forward pass to similar lengths;
+# a 64-document call pads short sentences to the batch's longest chunk (measured: ten
+# 64-text calls over 640 MuSiQue chunks 53-58 CPU s, one call over the same texts 30 CPU
+# s). The window bounds memory (a few MB of vectors plus the window's skeletons), never
+# the whole corpus.
+EMBED_WINDOW_TEXTS = 4096
+
+T = TypeVar("T")
+
+
+def embed_text_count(skels: Sequence[DocumentSkeleton]) -> int:
+    """The texts a batch's skeletons give the embedder: its sentences and chunks."""
+    return sum(len(sk.sentence_embed_texts) + len(sk.chunk_embed_texts) for sk in skels)
+
+
+def embed_windows(batches: Iterable[T], texts: Callable[[T], int]) -> Iterator[list[T]]:
+    """Consecutive batches gathered until they hold ``EMBED_WINDOW_TEXTS`` texts (the last
+    window holds the rest): the indexer's unit for one embedding call and one
+    ``write_batches`` call. graphroute perf's write part writes in the same windows."""
+    window: list[T] = []
+    held = 0
+    for batch in batches:
+        window.append(batch)
+        held += texts(batch)
+        if held >= EMBED_WINDOW_TEXTS:
+            yield window
+            window, held = [], 0
+    if window:
+        yield window
+
+# Phase observers: called with a phase name ("load", "parse", "embed", "write",
+# "step:<name>", "done") as the indexer moves between phases, so a benchmark can attribute
+# peak memory to the step that holds it (``graphroute.core.apps.perf.perf.PhaseSampler``). A step may
+# announce finer phases of its own ("step:entity_graph:extract"). Empty in normal runs.
+
+@dataclass
+class IndexReport:
+    """What one ``index_paths`` run did (``graphroute index --json``)."""
+
+    indexed: int = 0
+    unchanged: int = 0
+    removed: int = 0
+    failed: list[dict[str, str]] = field(default_factory=list)
+    seconds: float = 0.0
+    documents: int = 0  # documents in the group after the run
+    sentences: int = 0  # sentences in the group after the run
+    sentences_written: int = 0  # sentences (re)built in this run
+    steps: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    parse: dict[str, int] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+    embedding_cache: dict[str, int] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "indexed": self.indexed,
+            "unchanged": self.unchanged,
+            "removed": self.removed,
+            "failed": list(self.failed),
+            "seconds": round(self.seconds, 3),
+            "documents": self.documents,
+            "sentences": self.sentences,
+            "sentences_written": self.sentences_written,
+            "sentences_per_second": round(self.sentences_written / self.seconds, 1) if self.seconds > 0 else 0.0,
+            "steps": self.steps,
+            "warnings": list(self.warnings),
+            "parse": dict(self.parse),
+            "timings": {k: round(v, 3) for k, v in self.timings.items()},
+            "embedding_cache": dict(self.embedding_cache),
+        }
+
+
+class Indexer:
+    """Load, parse, embed and write documents into a group, then run the profile's steps.
+
+    Incremental: the group's ``documents`` meta records each document's content hash, so an
+    unchanged document is skipped, a changed one is replaced in one atomic write
+    (``replace_doc``) and, with ``remove_missing``, a document whose file is gone is deleted.
+    A bad file is reported in ``failed`` and skipped; nothing already indexed is lost.
+    """
+
+    def __init__(
+        self,
+        store: GraphStore,
+        group: str,
+        *,
+        registry: Registry,
+        settings: Settings,
+        profile: str | IndexProfile | None = None,
+    ) -> None:
+        self.store = store
+        self.group = group
+        self.registry = registry
+        self.settings = settings
+        self.profile = profile if isinstance(profile, IndexProfile) else load_index_profile(profile)
+        self._embedder: Embedder | None = None
+        self._segmenter: Any = None
+
+    # ------------------------------------------------------------------ components
+    def embedder(self) -> Embedder:
+        """The profile's embedder behind the on-disk embedding cache."""
+        if self._embedder is None:
+            from graphroute.core.lib.embed_cache import CachingEmbedder, EmbeddingCache
+
+            spec = self.profile.embedder
+            cls = self.registry.embedders.get(spec.use)
+            inner = cls(cls.Params(**spec.with_))
+            try:
+                cache: EmbeddingCache | None = EmbeddingCache(Path(self.settings.cache_dir))
+            except (OSError, sqlite3.Error):  # an unwritable cache dir costs speed, not correctness
+                cache = None
+            self._embedder = CachingEmbedder(inner, cache)
+        return self._embedder
+
+    def segmenter(self) -> Any:
+        if self._segmenter is None:
+            spec = self.profile.segmenter
+            cls = self.registry.segmenters.get(spec.use)
+            self._segmenter = cls(cls.Params(**spec.with_))
+        return self._segmenter
+
+    def _loaders(self) -> list[Any]:
+        loaders = []
+        for entry in self.registry.loaders.entries.values():
+            params_cls = entry.cls.Params
+            kwargs = {"max_file_mb": self.profile.parse.max_file_mb} if "max_file_mb" in params_cls.model_fields else {}
+            loaders.append(entry.cls(params_cls(**kwargs)))
+        return loaders
+
+    def _limits(self) -> Any:
+        from graphroute.core.index.skeleton import ParseLimits
+
+        p = self.profile.parse
+        return ParseLimits(
+            chunk_max_tokens=p.chunk_max_tokens, min_sentence_chars=p.min_sentence_chars,
+            min_sentence_words=p.min_sentence_words, label_prefix=p.label_prefix,
+            cross_chunk_dedup=p.cross_chunk_dedup, chunk_label=p.chunk_label,
+        )
+
+    # ------------------------------------------------------------------ the run
+    def index_paths(self, paths: list[Path], remove_missing: bool = False) -> IndexReport:
+        from graphroute.core.api.constants import INDEX_PROFILE_META, INDEX_REPORT_META
+        from graphroute.core.api.models import Label
+        from graphroute.core.index.skeleton import doc_id_for, plan_document, skeletons
+        from graphroute.core.lib.progress import track
+
+        t0 = time.perf_counter()
+        report = IndexReport()
+        profile_json = self.profile.model_dump(by_alias=True, mode="json")
+        parse_fp = fingerprint([profile_json["segmenter"], profile_json["embedder"], profile_json["parse"]])
+        steps_fp = fingerprint(profile_json["steps"])
+        old_fp = self.store.get_meta(self.group, FINGERPRINT_META) or {}
+        reparse_all = bool(old_fp) and old_fp.get("parse") != parse_fp
+        # Written with the first document write of a run and cleared by its last write: a
+        # run killed after writing documents but before its steps finished leaves it set,
+        # so the next run rebuilds the derived layers even though no document changed.
+        pending_fp = {"parse": old_fp.get("parse") or parse_fp, "steps": old_fp.get("steps"), "pending": True}
+        interrupted = bool(old_fp.get("pending"))
+        documents: dict[str, dict[str, Any]] = dict(self.store.get_meta(self.group, DOCUMENTS_META) or {})
+
+        def run_meta(docs: Mapping[str, Any]) -> dict[str, Any]:
+            """The meta every write of this run carries: the documents record as it stands
+            and the fingerprint marked pending until the index steps have run."""
+            return {DOCUMENTS_META: docs, FINGERPRINT_META: pending_fp}
+
+        # ---- load
+        files, report.failed = collect_files([Path(p) for p in paths])
+        loaders = self._loaders()
+        exts = sorted({e for ld in loaders for e in ld.extensions})
+        loaded: list[Any] = []  # SourceDocuments to (re)index
+        loaded_files: set[str] = set()  # files that loaded fine (their docs are current)
+        yielded: set[str] = set()
+        enter_phase("load")
+        tl = time.perf_counter()
+        for f in track(files, "load"):
+            loader = next((ld for ld in loaders if ld.accepts(f)), None)
+            if loader is None:
+                report.failed.append({"path": str(f), "reason": f"unsupported file type {f.suffix or '(none)'!r}; supported: {', '.join(exts)}"})
+                continue
+            try:
+                docs = list(loader.load(f))
+            except LoaderError as exc:
+                report.failed.append({"path": str(f), "reason": _reason(exc, f)})
+                continue
+            except Exception as exc:  # a loader bug must not lose the rest of the folder
+                report.failed.append({"path": str(f), "reason": f"{type(exc).__name__}: {exc}"})
+                continue
+            loaded_files.add(str(f.resolve()))
+            for d in docs:
+                d.source = _absolute_source(d.source, f)
+                did = doc_id_for(d.source)
+                if did in yielded:
+                    continue
+                yielded.add(did)
+                old = documents.get(did)
+                if old and old.get("hash") == d.content_hash and not reparse_all:
+                    report.unchanged += 1
+                    continue
+                loaded.append(d)
+        report.timings["load"] = time.perf_counter() - tl
+
+        # ---- removed documents
+        to_remove: list[str] = []
+        if remove_missing:
+            for did, info in documents.items():
+                src = str(info.get("source", ""))
+                file_part = src.split("#", 1)[0]
+                gone = not Path(file_part).exists()
+                dropped = file_part in loaded_files and did not in yielded
+                if gone or dropped:
+                    to_remove.append(did)
+
+        # ---- parse, embed, write in batches of documents
+        changed: set[str] = set()
+        parse_stats: dict[str, int] = {}
+        tp = te = tw = 0.0
+        limits = self._limits()
+        if loaded:
+            seg_split = self.segmenter().split
+
+            def write_window(window: list[tuple[list[Any], list[Any]]], vecs: dict[str, Any]) -> None:
+                """Store writes for a window of document batches: a changed document is
+                replaced atomically on its own; the window's new documents go through one
+                ``write_batches`` call, a batch of them per ``DocumentBatch``.
+
+                The documents meta (which documents are indexed, by content hash) must never
+                list a document whose write did not commit, or the next run would skip it.
+                The meta with the window's documents added goes with the call: a one-writer
+                store (the embedded one) commits it in the same transaction as the batches.
+                A store that keeps several writes in flight (``write_concurrency`` > 1,
+                Neo4j) may commit some batches and fail on another, so its documents are
+                first recorded with no hash ("in flight", so a crashed run's next one
+                replaces them rather than trusting them) and get their hashes in the meta
+                written once every batch has committed."""
+                fresh: list[DocumentBatch] = []
+                entries: dict[str, dict[str, Any]] = {}
+                for batch, skels in window:
+                    new_docs: list[DocumentBatch] = []
+                    for sk, d in zip(skels, batch, strict=True):
+                        for k, v in sk.stats.items():
+                            parse_stats[k] = parse_stats.get(k, 0) + v
+                        entry = {"hash": d.content_hash, "source": d.source, "title": d.title}
+                        changed.add(sk.doc_id)
+                        report.sentences_written += len(sk.sentence_ids)
+                        if sk.doc_id not in documents:
+                            entries[sk.doc_id] = entry
+                            new_docs.append(DocumentBatch(sk.nodes, sk.edges, vecs[sk.doc_id]))
+                        else:  # a changed document: its old subgraph is replaced atomically
+                            documents[sk.doc_id] = entry
+                            self.store.write(
+                                self.group, sk.nodes, sk.edges, vecs[sk.doc_id],
+                                replace_doc=sk.doc_id, meta=run_meta(documents),
+                            )
+                    if new_docs:
+                        fresh.append(merge_batches(new_docs))
+                if not fresh:
+                    return
+                if self.store.write_concurrency > 1 and len(fresh) > 1:
+                    in_flight = {did: {**e, "hash": None} for did, e in entries.items()}
+                    self.store.write(self.group, meta=run_meta({**documents, **in_flight}))
+                self.store.write_batches(self.group, fresh, meta=run_meta({**documents, **entries}))
+                documents.update(entries)  # only once they are written
+
+            with _phase_bars(("parse", "embed", "write"), len(loaded)) as bars:
+
+                def parsed() -> Iterator[tuple[list[Any], list[Any]]]:
+                    """Batches of DOC_BATCH documents with their skeletons, parsed as the
+                    windows below ask for them."""
+                    nonlocal tp
+                    for i in range(0, len(loaded), DOC_BATCH):
+                        batch = loaded[i : i + DOC_BATCH]
+                        enter_phase("parse")
+                        t = time.perf_counter()
+                        plans = [plan_document(d, doc_id_for(d.source)) for d in batch]
+                        skels = skeletons(plans, seg_split, self.group, limits)
+                        release_free_memory()  # spaCy's per-batch garbage (see there)
+                        tp += time.perf_counter() - t
+                        bars["parse"].advance(len(batch))
+                        yield batch, skels
+
+                for window in embed_windows(parsed(), lambda parsed_batch: embed_text_count(parsed_batch[1])):
+                    enter_phase("embed")
+                    t = time.perf_counter()
+                    vecs = self._embed([sk for _, sks in window for sk in sks])
+                    te += time.perf_counter() - t
+                    bars["embed"].advance(sum(len(b) for b, _ in window))
+                    enter_phase("write")
+                    t = time.perf_counter()
+                    write_window(window, vecs)
+                    tw += time.perf_counter() - t
+                    bars["write"].advance(sum(len(b) for b, _ in window))
+                    del vecs, window
+                    release_free_memory()  # the window's parse and embed garbage (see there)
+        report.timings.update(parse=tp, embed=te, write=tw)
+        report.indexed = len(changed)
+        report.parse = parse_stats
+
+        for did in to_remove:
+            documents.pop(did, None)
+            self.store.write(self.group, replace_doc=did, meta=run_meta(documents))
+        report.removed = len(to_remove)
+
+        # ---- index steps
+        steps_changed = old_fp.get("steps") != steps_fp or interrupted
+        dirty = bool(changed or to_remove or reparse_all)
+        if (dirty or steps_changed) and (documents or to_remove):
+            step_changed_docs = set(changed) if not steps_changed else set(documents)
+            ts = time.perf_counter()
+            report.steps = self._run_steps(step_changed_docs, set(to_remove), report)
+            report.timings["steps"] = time.perf_counter() - ts
+        enter_phase("done")
+        counts = self.store.counts(self.group)
+        report.documents = counts.get("nodes", {}).get(Label.DOCUMENT.value, 0)
+        report.sentences = counts.get("nodes", {}).get(Label.SENTENCE.value, 0)
+        emb = self._embedder
+        if emb is not None:
+            report.embedding_cache = {"hits": getattr(emb, "hits", 0), "misses": getattr(emb, "misses", 0)}
+        report.seconds = time.perf_counter() - t0
+        if (dirty or steps_changed) and (documents or to_remove):
+            # only a run that changed something rewrites the meta (a write bumps the group
+            # version and would invalidate every cache for nothing)
+            self.store.write(self.group, meta={
+                FINGERPRINT_META: {"parse": parse_fp, "steps": steps_fp},
+                INDEX_PROFILE_META: profile_json,
+                INDEX_REPORT_META: report.to_json(),
+            })
+        return report
+
+    # ------------------------------------------------------------------ helpers
+    def _embed(self, skels: list[Any]) -> dict[str, dict[str, tuple[list[str], np.ndarray]]]:
+        """Sentence and chunk vectors for a batch; section vectors are the renormalised mean
+        of the section's own sentence vectors (no extra model call; sections without direct
+        sentences get no vector)."""
+        from graphroute.core.api.models import VectorSpace
+        from graphroute.core.lib.embed_cache import is_contextual
+
+        emb = self.embedder()
+        chunk_texts = [t for sk in skels for t in sk.chunk_embed_texts]
+        if is_contextual(emb):  # units embedded in their document's context: per document
+            sent = emb.embed_contextual([sk.sentence_embed_texts for sk in skels])
+            chunk_vecs = emb.embed(chunk_texts) if chunk_texts else np.zeros((0, emb.dimension), np.float32)
+        else:  # one call over sentences and chunks (see EMBED_WINDOW_TEXTS), split back
+            sent_texts = [t for sk in skels for t in sk.sentence_embed_texts]
+            flat = sent_texts + chunk_texts
+            all_vecs = emb.embed(flat) if flat else np.zeros((0, emb.dimension), np.float32)
+            chunk_vecs = all_vecs[len(sent_texts) :]
+            sent = []
+            si = 0
+            for sk in skels:
+                sent.append(all_vecs[si : si + len(sk.sentence_embed_texts)])
+                si += len(sk.sentence_embed_texts)
+        out: dict[str, dict[str, tuple[list[str], np.ndarray]]] = {}
+        ci = 0
+        for sk, sv in zip(skels, sent, strict=True):
+            cv = chunk_vecs[ci : ci + len(sk.chunk_ids)]
+            ci += len(sk.chunk_ids)
+            spaces: dict[str, tuple[list[str], np.ndarray]] = {}
+            if sk.sentence_ids:
+                spaces[VectorSpace.SENTENCE.value] = (list(sk.sentence_ids), np.asarray(sv, dtype=np.float32))
+                by_sec: dict[str, list[int]] = {}
+                for j, sec in enumerate(sk.sentence_sections):
+                    by_sec.setdefault(sec, []).append(j)
+                sec_ids = list(by_sec)
+                means = np.stack([np.asarray(sv)[by_sec[s]].mean(axis=0) for s in sec_ids]).astype(np.float32)
+                spaces[VectorSpace.SECTION.value] = (sec_ids, normalise_in_place(means))
+            if sk.chunk_ids:
+                spaces[VectorSpace.CHUNK.value] = (list(sk.chunk_ids), np.asarray(cv, dtype=np.float32))
+            out[sk.doc_id] = spaces
+        return out
+
+    def _run_steps(self, changed: set[str], removed: set[str], report: IndexReport) -> dict[str, Any]:
+        ctx = IndexContext(
+            store=self.store, group=self.group, registry=self.registry, embedder=self.embedder(),
+            profile=self.profile, settings=self.settings, changed_docs=changed, removed_docs=removed,
+            llm_factory=_llm_factory(self.settings, self.registry),
+        )
+        results: dict[str, Any] = {}
+        for spec in self.profile.steps:
+            if not spec.enabled:
+                results[spec.use] = {"skipped": "disabled in the profile"}
+                continue
+            if spec.use not in self.registry.index_steps:
+                msg = f"index step {spec.use!r} is not registered (plugin not installed?); skipped"
+                report.warnings.append(msg)
+                results[spec.use] = {"skipped": "not registered"}
+                continue
+            cls = self.registry.index_steps.get(spec.use)
+            enter_phase(f"step:{spec.use}")
+            t = time.perf_counter()
+            try:
+                step = cls(cls.Params(**spec.with_))
+                stats = step.run(ctx) or {}
+            except Exception as exc:  # documents are safe; report the broken step loudly
+                msg = f"index step {spec.use!r} failed: {type(exc).__name__}: {exc}"
+                report.warnings.append(msg)
+                results[spec.use] = {"error": f"{type(exc).__name__}: {exc}"}
+                continue
+            finally:
+                release_free_memory()  # what the step freed, before the next step allocates
+            stats = dict(stats)
+            stats.setdefault("seconds", round(time.perf_counter() - t, 3))
+            results[spec.use] = stats
+            ctx.stats[spec.use] = stats
+        return results
+
+
+def _reason(exc: Exception, path: Path) -> str:
+    """The loader's message without a repeated path prefix."""
+    msg = str(exc)
+    prefix = f"{path}: "
+    return msg[len(prefix) :] if msg.startswith(prefix) else msg
+
+
+def _absolute_source(source: str, path: Path) -> str:
+    """Sources are absolute so a document keeps its id whatever the working directory."""
+    file_part, sep, frag = source.partition("#")
+    if file_part == str(path):
+        return str(path.resolve()) + sep + frag
+    return source
+
+
+def _llm_factory(settings: Settings, registry: Registry) -> Callable[[], LLMClient | None] | None:
+    try:
+        from graphroute.core.config.clients import llm_factory
+    except ImportError:
+        return None
+    try:
+        return llm_factory(settings, registry)
+    except Exception:
+        return None
+
+
+@contextmanager
+def _phase_bars(phases: tuple[str, ...], total: int) -> Iterator[dict[str, Any]]:
+    """One live display with a bar per phase (documents parsed, embedded, written).
+
+    rich allows one live display at a time, so the phases share one ``Progress`` instead of
+    nesting :func:`graphroute.core.lib.progress.bar` calls; same look, same on/off switch.
+    """
+    from graphroute.core.lib.progress import Bar, enabled
+
+    if not enabled():
+        yield {p: Bar(None, None) for p in phases}
+        return
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    progress = Progress(
+        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+        TimeElapsedColumn(), TimeRemainingColumn(), console=Console(stderr=True),
+    )
+    with progress:
+        yield {p: Bar(progress, progress.add_task(f"{p} documents", total=total)) for p in phases}

@@ -1,0 +1,2 @@
+"""Helpers plugins may use: top-k selection, kNN tables, entity names, graph views of a store,
+embedding and LLM caches, LLM retries and JSON parsing, progress bars, indexing phases."""

@@ -1,0 +1,197 @@
+"""Which LLM client a process uses, and the rules every remote model call follows.
+
+**Choosing the client.** Routes stay offline unless an LLM is configured:
+``GRAPHROUTE_LLM`` names a registered LLM client (``openai`` speaks to any OpenAI-compatible
+server: OpenAI, Azure OpenAI, vLLM, llama.cpp) and ``GRAPHROUTE_LLM_PARAMS`` holds its
+parameters as JSON, e.g. ``{"model": "gpt-4.1-mini", "base_url": "http://localhost:8000/v1"}``.
+``GRAPHROUTE_LLM_MODEL`` is a shortcut for the ``model`` parameter. The API key is never a
+parameter: the client reads the environment variable *named* by ``api_key_env``
+(``OPENAI_API_KEY`` by default). Stages that can use an LLM (ner_seeds, llm_synthesis, ...)
+ask ``ctx.services.llm()`` and fall back to their offline behaviour when it returns None.
+
+**Every remote call** (chat, embeddings, rerank) goes through :func:`call_with_retries`:
+bounded retries with exponential backoff on 429 / 5xx / timeouts / connection errors,
+honouring ``Retry-After``; the final error names the endpoint and status, never the key.
+
+**JSON output** from any LLM-backed stage goes through :func:`complete_json`: the reply is
+validated by a pydantic model, and one repair round asks the model to fix invalid output.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from graphroute.core.api.components import LLMClient, LLMResponse
+from graphroute.core.errors import LLMOutputError, RemoteCallError
+from pydantic import BaseModel, ValidationError
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
+
+
+
+
+# --------------------------------------------------------------------------- retries
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Bounded retries with exponential backoff and jitter (and ``Retry-After`` honoured,
+    up to ``max_backoff_s``)."""
+
+    max_retries: int = 3
+    backoff_s: float = 0.5
+    max_backoff_s: float = 8.0
+
+    def delay(self, attempt: int, retry_after: float | None = None) -> float:
+        if retry_after is not None and retry_after >= 0:
+            return min(retry_after, self.max_backoff_s)
+        base = min(self.backoff_s * (2.0**attempt), self.max_backoff_s)
+        return base * (1.0 - 0.25 * random.random())
+
+
+Classifier = Callable[[BaseException], tuple[bool, float | None, int | None]]
+
+
+def call_with_retries(
+    fn: Callable[[], T],
+    *,
+    policy: RetryPolicy,
+    classify: Classifier,
+    what: str,
+    sleep: Callable[[float], None] = time.sleep,
+) -> tuple[T, int]:
+    """Run ``fn``; on a retryable failure wait and retry, at most ``policy.max_retries`` times.
+
+    ``classify(exc)`` returns ``(retryable, retry_after_seconds, status)``. Returns the
+    result and how many retries were needed. Raises :class:`RemoteCallError` naming
+    ``what`` (service and endpoint, no secrets) when the call cannot succeed.
+    """
+    attempt = 0
+    while True:
+        try:
+            return fn(), attempt
+        except RemoteCallError:
+            raise
+        except Exception as exc:
+            retryable, retry_after, status = classify(exc)
+            if not retryable and status is None:
+                raise  # not a remote failure (a bug, a config error): keep the original
+            if not retryable or attempt >= policy.max_retries:
+                tail = f" after {attempt} retr{'y' if attempt == 1 else 'ies'}" if retryable else ""
+                code = f"HTTP {status}" if status is not None else type(exc).__name__
+                raise RemoteCallError(
+                    f"{what} failed{tail}: {code}: {_short(str(exc))}", status=status, retries=attempt
+                ) from exc
+            wait = policy.delay(attempt, retry_after)
+            log.info("%s: %s, retry %d of %d in %.2fs", what, status or type(exc).__name__,
+                     attempt + 1, policy.max_retries, wait)
+            sleep(wait)
+            attempt += 1
+
+
+def _short(text: str, limit: int = 300) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def retry_after_from_headers(headers: object) -> float | None:
+    """Seconds from ``retry-after-ms`` / ``retry-after`` headers, when present and numeric."""
+    get = getattr(headers, "get", None)
+    if get is None:
+        return None
+    for name, div in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        value = get(name)
+        if value is None:
+            continue
+        try:
+            return float(value) / div
+        except (TypeError, ValueError):
+            continue
+    return None
+
+
+# --------------------------------------------------------------------------- JSON output
+
+_FENCE_RE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.S | re.I)
+
+
+def parse_json_text(text: str) -> object:
+    """Parse a model's JSON reply, tolerating a Markdown code fence or prose around one
+    object/array. Raises ``ValueError`` when there is no JSON."""
+    s = text.strip()
+    m = _FENCE_RE.match(s)
+    if m:
+        s = m.group(1)
+    try:
+        return json.loads(s)
+    except json.JSONDecodeError:
+        pass
+    for open_, close in (("{", "}"), ("[", "]")):
+        i, j = s.find(open_), s.rfind(close)
+        if 0 <= i < j:
+            try:
+                return json.loads(s[i : j + 1])
+            except json.JSONDecodeError:
+                continue
+    raise ValueError("the reply contains no valid JSON")
+
+
+def _add(total: LLMResponse, r: LLMResponse) -> None:
+    total.prompt_tokens += r.prompt_tokens
+    total.completion_tokens += r.completion_tokens
+    total.cost_usd += r.cost_usd
+    total.cached = total.cached and r.cached
+    total.text = r.text
+
+
+def complete_json(
+    llm: LLMClient,
+    messages: list[dict[str, str]],
+    schema: type[M],
+    *,
+    max_tokens: int | None = None,
+    repair_attempts: int = 1,
+) -> tuple[M, LLMResponse]:
+    """Ask for JSON and validate it against ``schema``.
+
+    When the reply is not valid, the model is shown its reply and the error and asked once
+    more (a different prompt, so a cached bad reply is not simply replayed). Returns the
+    validated object and the summed usage of all calls (for ``ctx.add_tokens``).
+    Raises :class:`LLMOutputError` when no attempt validates.
+    """
+    total = LLMResponse(text="", cached=True)
+    convo = list(messages)
+    error = ""
+    for _ in range(repair_attempts + 1):
+        r = llm.complete(convo, json_mode=True, max_tokens=max_tokens)
+        _add(total, r)
+        try:
+            return schema.model_validate(parse_json_text(r.text)), total
+        except (ValueError, ValidationError) as exc:
+            error = _short(str(exc), 500)
+        convo = [
+            *messages,
+            {"role": "assistant", "content": r.text},
+            {
+                "role": "user",
+                "content": "Your reply was not valid JSON for the requested schema "
+                f"({error}). Reply again with only the corrected JSON.",
+            },
+        ]
+    raise LLMOutputError(f"model reply did not validate as {schema.__name__}: {error}")
+
+
+# --------------------------------------------------------------------------- stage-level choice
+
+
+
