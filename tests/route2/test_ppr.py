@@ -274,8 +274,14 @@ def test_state_damping_used_when_param_is_null(store: GraphStore) -> None:
     PPR(PPR.Params(damping=None)).run(st, c)
     assert c.stats["damping"] == 0.72
     c2 = context(store)
-    PPR().run(st, c2)
-    assert c2.stats["damping"] == 0.85
+    PPR().run(st, c2)  # the default (null) is the state's damping too
+    assert c2.stats["damping"] == 0.72
+    c3 = context(store)
+    PPR(PPR.Params(damping=0.85)).run(st, c3)  # a number in the route is the route's own
+    assert c3.stats["damping"] == 0.85
+    c4 = context(store)
+    PPR().run(QueryState("q", GROUP, seeds=st.seeds), c4)  # nothing chose one: 0.85
+    assert c4.stats["damping"] == 0.85
 
 
 def test_budget_and_top_k(store: GraphStore) -> None:

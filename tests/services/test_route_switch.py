@@ -17,6 +17,7 @@ import pytest
 from graphroute.core.api.constants import NOT_FOUND
 from graphroute.core.config.overrides import overrides_from_cli
 from graphroute.core.engine import GraphRoute
+from graphroute.core.errors import LLMNotConfiguredError
 
 from tests.servers.fake_apis import FakeOpenAI
 
@@ -135,7 +136,7 @@ def test_environment_selects_process_llm(
         "  - use: llm_synthesis\n    id: synth\n"
     )
     g = GraphRoute(engine.store, "switch")
-    with pytest.raises(RuntimeError, match="GRAPHROUTE_LLM"):
+    with pytest.raises(LLMNotConfiguredError, match="GRAPHROUTE_LLM"):
         g.query("What is the agent fee?", route=str(path))
     fb = g.query("What is the agent fee?", route=str(path), overrides={"synth.fallback": "extractive"})
     assert "15%" in fb.answer and next(t for t in fb.trace if t.stage == "synth").stats["fallback"] == "extractive"
