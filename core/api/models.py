@@ -143,7 +143,7 @@ class Seed:
     A slotted dataclass where the other query records are pydantic models: Route 5 makes
     ~2,000 seeds a question (the passage tier's 1,000 dense hits, then their union), and
     pydantic's validator cost three to four times a dataclass's ``__init__`` for each
-    (1,110 seeds: 1.38-2.93 ms against 0.41, ``/tmp/exp/seed_t.py``). Seeds stay inside
+    (1,110 seeds: 1.38-2.93 ms against 0.41). Seeds stay inside
     the process (the trace reports them as plain dicts), so nothing needs their schema;
     change one with :func:`dataclasses.replace`."""
 

@@ -225,8 +225,8 @@ class GraphStore(ABC):
         any store given a single batch). Why: each commit rewrites every index page its rows
         touch, and documents' content-hashed ids spread a batch over all of them; eight
         batches in one commit rewrite those pages once instead of eight times (graphroute
-        perf's write part, embedded, median of 12: 8,797.7 against 7,430.7 sentences/s;
-        docs/performance.md, fifteenth round). The caller bounds a call's size: the indexer
+        perf's write part, embedded, median of 12: 8,797.7 against 7,430.7 sentences/s).
+        The caller bounds a call's size: the indexer
         passes one embedding window, a few thousand texts.
 
         A store that keeps several in flight (``write_concurrency`` > 1) writes each batch

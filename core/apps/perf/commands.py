@@ -1,4 +1,4 @@
-"""``graphroute perf``: the performance benchmark command (issue 12).
+"""``graphroute perf``: the performance benchmark command.
 
 Thin typer layer over :mod:`graphroute.core.apps.perf.perf`; core/cli.py calls :func:`register`.
 The table (or ``--json``) goes to stdout, progress lines to stderr, and the full result is
@@ -31,7 +31,7 @@ def perf(
     no_neo4j: Annotated[bool, typer.Option("--no-neo4j", help="skip the Neo4j query suite and write throughput")] = False,
     workdir: Annotated[Path | None, typer.Option("--workdir", help="keep stores and corpora here (default: a temporary folder, removed)")] = None,
 ) -> None:
-    """Index, query, scale and store-write figures against the models' own cost (issue 12)."""
+    """Index, query, scale and store-write figures against the models' own cost."""
     from dataclasses import replace
 
     from graphroute.core.apps.perf.perf import MUSIQUE_DIR, PerfConfig, run_perf, table_rows

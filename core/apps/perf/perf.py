@@ -1,4 +1,4 @@
-"""The performance benchmark behind ``graphroute perf`` (issue 12).
+"""The performance benchmark behind ``graphroute perf``.
 
 Why a benchmark command and not timed tests: speed depends on the machine and its load, so
 the figures are *printed* (and written to JSON, so a run elsewhere is comparable), next to
@@ -49,7 +49,7 @@ MUSIQUE_DIR = Path("/work/shared/datasets/musique")
 DEFAULT_OUT = ".graphroute/perf.json"
 SCHEMA_VERSION = 1
 
-# targets of issue 12 (what the report compares against)
+# the targets the report compares against
 TARGET_INDEX_RATIO = 1.25
 TARGET_REINDEX_S = 5.0
 TARGET_QUERY_OVER_EMBED_MS = 15.0
@@ -72,7 +72,7 @@ class PerfConfig:
     write_rounds: int = 4
     # Neo4j's parts write this many warm-up rounds instead of one, then the same measured
     # rounds: a freshly started server's rate climbs through its first ~5 rounds of 20,000
-    # sentences while its JIT compiles the write path (docs/performance.md, twenty-fourth round)
+    # sentences while its JIT compiles the write path
     neo4j_write_warmup_rounds: int = 6
     neo4j: bool = True
     quick: bool = False
@@ -525,7 +525,7 @@ def part_index(args: dict[str, Any]) -> dict[str, Any]:
     out["rss_after_models_mb"] = current_rss_mb()
     # the file-backed part (shared libraries, the weights' mapping) follows the page cache:
     # the same process maps ~270 MB more of it right after an install than on a machine whose
-    # cache has aged (docs/performance.md, twenty-fourth round), so runs compare by the split
+    # cache has aged, so runs compare by the split
     out["rss_after_models_anon_mb"] = _status_mb("RssAnon")
     out["rss_after_models_file_mb"] = _status_mb("RssFile")
     gr = _engine(args["store"], args["group"], Path(args["cache"]))
@@ -636,9 +636,9 @@ def query_suite(gr: Any, group: str, questions: Sequence[str], routes: Sequence[
     Each route also gets its own raw figure (``routes.<name>.raw_embed_ms``): the question
     embedded alone right before the route answers it, i.e. in the state the route starts
     in (after the previous question's route). Why: the target compares a route to the raw
-    embedding, and this machine's speed drifts within a run (twentieth round: the same
-    MuSiQue part re-run three times in a row gave route2_local +23.41, then +13.64 ms over a
-    raw figure taken a minute earlier), so the two are measured side by side. The part's
+    embedding, and a shared machine's speed drifts within a run (the same MuSiQue part re-run
+    three times in a row gave route2_local +23.41, then +13.64 ms over a raw figure taken a
+    minute earlier), so the two are measured side by side. The part's
     own figure (``raw_embed_ms``) stays beside them: one question after another with nothing
     in between, the model's best case.
 
