@@ -147,8 +147,12 @@ def _document_ranking(evidence: Sequence[Evidence]) -> list[str]:
     return out
 
 
-async def arun_route(route: ResolvedRoute, question: str, services: Services) -> QueryResult:
-    state = QueryState(question=question, group=services.group)
+async def arun_route(
+    route: ResolvedRoute, question: str, services: Services, state: QueryState | None = None
+) -> QueryResult:
+    """Run the route; pass a fresh ``state`` to read the blackboard afterwards (the seeds and
+    ranked entities the result does not carry)."""
+    state = state if state is not None else QueryState(question=question, group=services.group)
     traces: list[StageTrace] = []
     t0 = time.perf_counter()
     for entry in route.entries:
@@ -235,7 +239,9 @@ def _close_main_thread_loop() -> None:
         held.close()
 
 
-def run_route(route: ResolvedRoute, question: str, services: Services) -> QueryResult:
+def run_route(
+    route: ResolvedRoute, question: str, services: Services, state: QueryState | None = None
+) -> QueryResult:
     """Synchronous entry point (CLI, benchmarks, the HTTP server's worker threads).
 
     Each thread keeps one event loop for all its calls (:class:`_ThreadLoop`): making,
@@ -247,7 +253,7 @@ def run_route(route: ResolvedRoute, question: str, services: Services) -> QueryR
     of the finished task - the whole QueryResult, ~2 ms per question for Route 5."""
     held = _thread_loop()
     try:
-        return held.loop.run_until_complete(arun_route(route, question, services))
+        return held.loop.run_until_complete(arun_route(route, question, services, state))
     except BaseException:
         _thread.held = None
         held.close()

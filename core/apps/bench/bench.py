@@ -25,7 +25,7 @@ from typing import Any
 
 from graphroute.core.api.models import Label, QueryResult, content_hash
 from graphroute.core.apps.bench import metrics as M
-from graphroute.core.apps.bench.datasets import Dataset, corpus_records
+from graphroute.core.apps.bench.datasets import Dataset, Question, corpus_records
 from graphroute.core.config.overrides import Overrides
 from graphroute.core.config.route import ParallelSpec, load_route_file
 from graphroute.core.config.settings import Settings
@@ -227,22 +227,7 @@ class BenchRunner:
 
     def passages(self, result: QueryResult) -> list[int]:
         """The route's ranked corpus passages, best first, deduplicated."""
-        dmap = self.doc_map()
-        keys = result.ranking or M.dedupe(e.document_id or e.id for e in result.evidence)
-        unknown = [k for k in keys if k not in dmap]
-        owner: dict[str, str] = {}
-        if unknown:  # evidence ids (sentences, chunks) without a document id
-            for node in self.engine.store.get_nodes(self.group, unknown):
-                if node.doc_id:
-                    owner[node.id] = node.doc_id
-        ranked: list[int] = []
-        for k in keys:
-            idx = dmap.get(k)
-            if idx is None and k in owner:
-                idx = dmap.get(owner[k])
-            if idx is not None and idx not in ranked:
-                ranked.append(idx)
-        return ranked
+        return ranked_passages(result, self.doc_map(), self.engine.store, self.group)
 
     # ------------------------------------------------------------------ running
     def resolve(self, variant: Variant) -> Any:
@@ -271,33 +256,58 @@ class BenchRunner:
         return VariantRun(variant, agg, records)
 
     def score(self, q: Any, result: QueryResult) -> dict[str, Any]:
-        ranked = self.passages(result)
-        rank = M.first_gold_rank(ranked, q.gold)
-        rec: dict[str, Any] = {
-            "id": q.id,
-            "question": q.question,
-            "answerable": q.answerable,
-            "gold": list(q.gold),
-            "ranked": ranked[:10],
-        }
-        for k in RECALL_KS:
-            rec[f"recall@{k}"] = M.recall_at_k(ranked, q.gold, k)
-        rec["signal_rank"] = rank
-        answers = q.answers
-        rec["containment"] = M.contains_answer(result.context, answers) if answers and q.answerable else None
-        rec["em"] = M.exact_match(result.answer, answers) if answers and q.answerable else None
-        rec["f1"] = M.f1_score(result.answer, answers) if answers and q.answerable else None
-        rec["negative"] = result.negative
-        rec["answer"] = result.answer
-        rec["context_tokens"] = context_tokens(result)
-        rec["chunks"] = len(result.evidence)
-        rec["latency_ms"] = round(result.duration_ms, 3)
-        return rec
+        return score_record(q, result, self.passages(result))
 
     def close(self) -> None:
         if self._gr is not None:
             self._gr.close()
             self._gr = None
+
+
+def ranked_passages(result: QueryResult, doc_map: dict[str, int], store: Any, group: str) -> list[int]:
+    """The route's ranked passages (``doc_map``: store document id -> passage index), best
+    first, deduplicated; evidence ids without a document id count for their owner's."""
+    keys = result.ranking or M.dedupe(e.document_id or e.id for e in result.evidence)
+    unknown = [k for k in keys if k not in doc_map]
+    owner: dict[str, str] = {}
+    if unknown:  # evidence ids (sentences, chunks) without a document id
+        for node in store.get_nodes(group, unknown):
+            if node.doc_id:
+                owner[node.id] = node.doc_id
+    ranked: list[int] = []
+    for k in keys:
+        idx = doc_map.get(k)
+        if idx is None and k in owner:
+            idx = doc_map.get(owner[k])
+        if idx is not None and idx not in ranked:
+            ranked.append(idx)
+    return ranked
+
+
+def score_record(q: Question, result: QueryResult, ranked: Sequence[int]) -> dict[str, Any]:
+    """One question's record for :func:`aggregate`: recall@k and signal rank over the
+    ranked passages, containment, EM/F1, the negative flag, tokens, chunks, latency."""
+    rank = M.first_gold_rank(ranked, q.gold)
+    rec: dict[str, Any] = {
+        "id": q.id,
+        "question": q.question,
+        "answerable": q.answerable,
+        "gold": list(q.gold),
+        "ranked": list(ranked[:10]),
+    }
+    for k in RECALL_KS:
+        rec[f"recall@{k}"] = M.recall_at_k(ranked, q.gold, k)
+    rec["signal_rank"] = rank
+    answers = q.answers
+    rec["containment"] = M.contains_answer(result.context, answers) if answers and q.answerable else None
+    rec["em"] = M.exact_match(result.answer, answers) if answers and q.answerable else None
+    rec["f1"] = M.f1_score(result.answer, answers) if answers and q.answerable else None
+    rec["negative"] = result.negative
+    rec["answer"] = result.answer
+    rec["context_tokens"] = context_tokens(result)
+    rec["chunks"] = len(result.evidence)
+    rec["latency_ms"] = round(result.duration_ms, 3)
+    return rec
 
 
 def context_tokens(result: QueryResult) -> int:
