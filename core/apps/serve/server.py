@@ -753,4 +753,8 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
             raise ApiError(404, "unknown_job", f"no job {job_id!r} (jobs are kept in memory until the server restarts)")
         return job.info()
 
+    from .playground import mount_playground  # the page at `/` and its API, behind the same token
+
+    mount_playground(app, gr, default_route=config.default_route, auth=auth, run_limited=run_limited,
+                     known_group=known_group, route_file=route_file)
     return app
