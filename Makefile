@@ -8,7 +8,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install demo test lint typecheck unit docs neo4j-up neo4j-down clean bench perf test-load
+.PHONY: install demo test lint typecheck unit docs neo4j-up neo4j-down clean bench perf test-load chromium
 
 $(VENV)/.installed-$(EXTRAS): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -39,8 +39,17 @@ typecheck: install
 
 # The Neo4j conformance cases run against the project's own server, so `unit` starts it
 # (a no-op when it already runs). Stop it with `make neo4j-down`.
-unit: install neo4j-up
+unit: install neo4j-up chromium
 	$(VENV)/bin/pytest -q -m "not load"
+
+# Debian's Chromium for the playground's browser tests (tests/playground, via Playwright):
+# installed when missing and we are root, as in CI; elsewhere those tests skip and say how.
+CHROMIUM ?= /usr/bin/chromium
+chromium:
+	@if [ -x "$(CHROMIUM)" ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	else echo "note: no $(CHROMIUM): the browser tests skip (apt-get install -y chromium)"; fi
 
 # The long reliability tests (tests/reliability/test_load.py, marked `load`): 32 HTTP clients for
 # 60 s, 20 MB / million-character documents at the default limits, Neo4j stopped mid-index.
