@@ -293,6 +293,21 @@ class QuestionSetResponse(BaseModel):
 # --------------------------------------------------------------------------- values
 
 
+class _FlowMap(dict[str, Any]):
+    """A mapping written on one line (a stage's `with`), as route files write it."""
+
+
+class _RouteDumper(yaml.SafeDumper):
+    """Block style with indented lists, `with` maps on one line: the shipped routes' look."""
+
+    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
+        super().increase_indent(flow, False)
+
+
+_RouteDumper.add_representer(
+    _FlowMap, lambda d, data: d.represent_mapping("tag:yaml.org,2002:map", data.items(), flow_style=True))
+
+
 def cli_value(value: Any) -> str:
     """``value`` as ``--set`` reads it back (YAML, one line): 0.4, true, null, [a, b], 'x: y'."""
     text = yaml.safe_dump(value, default_flow_style=True, width=math.inf, allow_unicode=True).strip()  # type: ignore[arg-type]
@@ -442,14 +457,19 @@ def export_yaml(base: ResolvedRoute, current: ResolvedRoute, changed: dict[str, 
             summary.append(f"{spec.key} {'on' if enabled[spec.key] else 'off'}")
         names = [p for p in what if p != "enabled"]
         if names:
-            entry["with"] = {p: params[spec.key][p] for p in names}
+            entry["with"] = _FlowMap({p: params[spec.key][p] for p in names})
             summary.extend(f"{spec.key}.{p}={cli_value(params[spec.key][p])}" for p in names)
         entries.append(entry)
 
     for e in current.config.stages:
         if isinstance(e, ParallelSpec):
             if "enabled" in changed.get(e.key, []):
-                entries.append(e.to_yaml() | {"enabled": e.enabled})
+                block = e.to_yaml() | {"enabled": e.enabled}
+                for branch in block["parallel"]:
+                    for st in branch:
+                        if "with" in st:
+                            st["with"] = _FlowMap(st["with"])
+                entries.append(block)
                 summary.append(f"{e.key} {'on' if e.enabled else 'off'}")
                 continue
             for branch in e.parallel:
@@ -463,7 +483,7 @@ def export_yaml(base: ResolvedRoute, current: ResolvedRoute, changed: dict[str, 
         "extends": base.name,
         "stages": entries,
     }
-    return yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, default_flow_style=None, width=100)
+    return yaml.dump(doc, Dumper=_RouteDumper, sort_keys=False, allow_unicode=True, default_flow_style=False, width=100)
 
 
 def export_command(route: str, current: ResolvedRoute, changed: dict[str, list[str]], question: str | None, group: str | None) -> str:
