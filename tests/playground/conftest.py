@@ -21,8 +21,9 @@ from typing import Any
 import httpx
 import pytest
 from graphroute.core import GraphRoute
-from graphroute.core.server import ServerConfig, create_app
-from graphroute.core.settings import Settings
+from graphroute.core.apps.serve.playground import mount_playground
+from graphroute.core.apps.serve.server import ServerConfig, create_app
+from graphroute.core.config.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE_CORPUS = ROOT / "examples" / "sample_corpus"
@@ -51,7 +52,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     """The sample corpus behind the real app (uvicorn on a loopback port, in this process so
     the models the indexer loaded serve the queries too)."""
@@ -67,6 +68,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     assert report.to_json()["indexed"] == 3, report.to_json()
     # the default route is not the one the tests pick, so picking a route is exercised
     app = create_app(ServerConfig(token=TOKEN, default_route="route1_vector", request_timeout_s=120.0), gr)
+    mount_playground(app)
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, access_log=False,
                                            lifespan="on"))
@@ -97,9 +99,12 @@ def chromium_or_skip() -> str:
     pytest.skip(message)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    """Debian's Chromium, headless, with a fresh profile directory; never a downloaded build."""
+    """Debian's Chromium, headless, with a fresh profile directory; never a downloaded build.
+
+    Module-scoped: Playwright's sync API keeps an event loop running on the main thread while
+    it is open, and the tests after these run routes on that thread."""
     executable = chromium_or_skip()
     sync_api = pytest.importorskip("playwright.sync_api")
     profile = tempfile.mkdtemp(prefix="graphroute-chromium-")

@@ -15,15 +15,16 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from graphroute.core import metrics as M
-from graphroute.core.bench import aggregate
-from graphroute.core.config import load_route, overrides_from_cli
-from graphroute.core.models import EdgeType, Label
+from graphroute.core.api.models import EdgeType, Label
+from graphroute.core.apps.bench import metrics as M
+from graphroute.core.apps.bench.bench import aggregate
+from graphroute.core.config.overrides import overrides_from_cli
+from graphroute.core.config.resolve import load_route
 
 from tests.playground.conftest import GROUP, TOKEN, Served, free_port
 
 GRAPHROUTE = str(Path(sys.executable).parent / "graphroute")
-STATIC = Path(__file__).resolve().parents[2] / "core" / "playground" / "static"
+STATIC = Path(__file__).resolve().parents[2] / "core" / "apps" / "serve" / "playground" / "static"
 QUESTION = "What is the monthly management fee?"
 
 
@@ -119,7 +120,8 @@ def test_route_view_lists_the_resolved_stages_in_order(served: Served) -> None:
         r5 = c.get("/playground/routes/route5_unified").json()
         assert [b["id"] for b in r5["blocks"]] == ["retrieve"]
         assert {s["id"] for s in r5["stages"] if s["block"] == "retrieve"} == set(r5["blocks"][0]["stages"])
-        assert c.get("/playground/routes/no_such_route").status_code == 400
+        missing = c.get("/playground/routes/route2_locall")
+        assert missing.status_code == 404 and "did you mean route2_local" in missing.json()["message"]
 
 
 # --------------------------------------------------------------------------- validation

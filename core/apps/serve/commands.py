@@ -60,6 +60,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Serve the HTTP API (POST /query, /index; GET /routes, /plugins, /jobs/ID, /health)."""
         import uvicorn
+        from graphroute.core.apps.serve.playground import mount_playground
         from graphroute.core.apps.serve.server import (
             LOGGER_NAME,
             ServerConfig,
@@ -88,6 +89,7 @@ def register(app: typer.Typer) -> None:
         settings = Settings()
         configure_logging(lambda: secrets_of(config, settings))
         app_ = create_app(config)
+        mount_playground(app_)  # the page at `/`, behind the same token
         import logging
 
         gr = app_.state.engine

@@ -753,8 +753,7 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
             raise ApiError(404, "unknown_job", f"no job {job_id!r} (jobs are kept in memory until the server restarts)")
         return job.info()
 
-    from .playground import mount_playground  # the page at `/` and its API, behind the same token
-
-    mount_playground(app, gr, default_route=config.default_route, auth=auth, run_limited=run_limited,
-                     known_group=known_group, route_file=route_file)
+    # what an app mounted on this one (the playground) reuses: the token check, the query pool
+    app.state.auth, app.state.run_limited = auth, run_limited
+    app.state.known_group, app.state.route_file = known_group, route_file
     return app

@@ -15,15 +15,15 @@ from __future__ import annotations
 
 import math
 import shlex
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 import numpy as np
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
-
-from ..bench import (
+from graphroute.core.api.models import EdgeType, Label, QueryResult
+from graphroute.core.api.stage import QueryState
+from graphroute.core.apps.bench.bench import (
     HIGHER_IS_BETTER,
     Variant,
     VariantRun,
@@ -32,29 +32,26 @@ from ..bench import (
     ranked_passages,
     score_record,
 )
-from ..config import (
-    Overrides,
-    ParallelSpec,
-    ResolvedRoute,
-    RouteConfigError,
-    StageSpec,
-    load_route,
-    overrides_from_cli,
-    parse_route_text,
+from graphroute.core.apps.bench.datasets import Question
+from graphroute.core.apps.bench.metrics import dedupe
+from graphroute.core.apps.serve.server import (
+    NAME_PATTERN,
+    ApiError,
+    QueryResponse,
+    _error_responses,
 )
-from ..datasets import Question
-from ..metrics import dedupe
-from ..models import EdgeType, Label, QueryResult
-from ..runner import run_route
-from ..server import NAME_PATTERN, ApiError, QueryResponse, _error_responses
-from ..stage import QueryState
+from graphroute.core.config.overrides import Overrides, overrides_from_cli
+from graphroute.core.config.resolve import ResolvedRoute, load_route
+from graphroute.core.config.route import ParallelSpec, StageSpec, parse_route_text
+from graphroute.core.errors import RouteConfigError
+from graphroute.core.query.runner import run_route
+from pydantic import BaseModel, ConfigDict, Field
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
-
-    from ..engine import GraphRoute
-    from ..registry import Registry
-    from ..store import GraphStore
+    from graphroute.core.api.store import GraphStore
+    from graphroute.core.engine import GraphRoute
+    from graphroute.core.registry import Registry
 
 T = TypeVar("T")
 
@@ -757,23 +754,21 @@ def run_question_set(gr: GraphRoute, group: str, body: QuestionSetRequest) -> Qu
 # --------------------------------------------------------------------------- mounting
 
 
-def mount_playground(
-    app: FastAPI,
-    gr: GraphRoute,
-    *,
-    default_route: str,
-    auth: Sequence[Any],
-    run_limited: RunLimited,
-    known_group: Callable[[str], None],
-    route_file: Callable[[str], Path],
-) -> None:
+def mount_playground(app: FastAPI) -> None:
     """Serve the page at ``/``, its files under ``/playground/static`` and its API under
-    ``/playground`` (behind ``auth``, the server's token check)."""
+    ``/playground``, on an app made by
+    :func:`~graphroute.core.apps.serve.server.create_app` (whose token check, query pool and
+    route and group checks it reuses)."""
     from fastapi import APIRouter
     from fastapi.responses import FileResponse
     from fastapi.staticfiles import StaticFiles
 
-    router = APIRouter(prefix="/playground", tags=["playground"], dependencies=list(auth))
+    gr: GraphRoute = app.state.engine
+    default_route: str = app.state.config.default_route
+    run_limited: RunLimited = app.state.run_limited
+    known_group: Callable[[str], None] = app.state.known_group
+    route_file: Callable[[str], Path] = app.state.route_file
+    router = APIRouter(prefix="/playground", tags=["playground"], dependencies=list(app.state.auth))
 
     def group_of(group: str | None) -> str:
         g = group or gr.group
@@ -790,9 +785,10 @@ def mount_playground(
     async def route_stages(name: str) -> RouteView:
         """The resolved route as the page edits it: stages in run order, each with its
         parameters' values and types (from the stage's Params model)."""
-        if len(name) > 128:
-            raise ApiError(404, "unknown_route", "unknown route; `GET /routes` lists them")
-        route_file(name)
+        try:
+            route_file(name)
+        except RouteConfigError as exc:
+            raise ApiError(404, "unknown_route", exc.render()) from None
         resolved = await run_limited(lambda: gr.route(name))
         return route_view(resolved)
 
