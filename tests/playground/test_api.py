@@ -127,13 +127,17 @@ def test_route_view_lists_the_resolved_stages_in_order(served: Served) -> None:
 # --------------------------------------------------------------------------- validation
 
 
-def cli_error(*args: str) -> str:
-    """What `graphroute routes show ROUTE ...` prints for a bad configuration (the same
-    loader `graphroute query` runs before it opens the store)."""
-    r = subprocess.run([GRAPHROUTE, "routes", "show", *args], capture_output=True, text=True, timeout=120,
-                       env={**os.environ, "COLUMNS": "400"})
-    assert r.returncode == 2, r
-    return r.stderr.strip().removeprefix("route config error: ")
+def cli_errors(*calls: list[str]) -> list[str]:
+    """What `graphroute routes show ROUTE ...` prints for each bad configuration (the same
+    loader `graphroute query` runs before it opens the store); the commands run side by side."""
+    procs = [subprocess.Popen([GRAPHROUTE, "routes", "show", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, env={**os.environ, "COLUMNS": "400"}) for args in calls]
+    out = []
+    for p in procs:
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 2, err
+        out.append(err.strip().removeprefix("route config error: "))
+    return out
 
 
 def test_errors_are_the_cli_messages_one_per_field(served: Served) -> None:
@@ -143,8 +147,8 @@ def test_errors_are_the_cli_messages_one_per_field(served: Served) -> None:
     assert res["ok"] is False and res["yaml"] is None
     by_field = {(e["stage"], e["param"]): e["message"] for e in res["errors"]}
     assert set(by_field) == {("score_gap", "threshold"), ("ppr", "top_k"), ("seed_resolution", None)}
-    assert by_field[("score_gap", "threshold")] == cli_error("route2_local", "--set", "score_gap.threshold=abc")
-    assert by_field[("seed_resolution", None)] == cli_error("route2_local", "--disable", "ner_seeds")
+    assert [by_field[("score_gap", "threshold")], by_field[("seed_resolution", None)]] == cli_errors(
+        ["route2_local", "--set", "score_gap.threshold=abc"], ["route2_local", "--disable", "ner_seeds"])
     assert "bad value for `top_k` of stage `ppr`" in by_field[("ppr", "top_k")]
     with served.client() as c:
         unknown = c.post("/playground/resolve", json={"config": cfg(set_=["score_gapp.threshold=0.4"])}).json()

@@ -323,7 +323,14 @@ function fillRoutes() {
 
 async function setRoute(side, name) {
   status(`Loading ${name}…`);
-  const view = await routeView(name);
+  let view;
+  try {
+    view = await routeView(name);
+  } catch (e) {
+    status(e.message, 'error'); // e.g. a route file on $GRAPHROUTE_ROUTES that does not load
+    if (side === S.side) fillRoutes(); // the picker shows the route still being edited
+    return;
+  }
   S.cfg[side] = freshConfig(name, view);
   status('');
   if (side === S.side) {
