@@ -301,3 +301,52 @@ def test_unknown_group_and_route(served: Served) -> None:
         assert r.status_code == 400 and "did you mean route2_local" in r.json()["message"]
         r = c.post("/playground/query", json={"question": "   ", "config": cfg()})
         assert r.status_code == 400 and r.json()["message"] == "the question is empty"
+
+
+BLOCKS = """\
+name: t_blocks
+stages:
+  - id: first
+    merge: union
+    parallel:
+      - - use: t_overlap
+          id: o1
+      - - use: t_overlap
+          id: o2
+          with: {top_k: 2}
+  - id: second
+    merge: rrf
+    parallel:
+      - - use: t_overlap
+          id: o3
+  - use: t_answer
+    id: answer
+"""
+
+
+def test_a_switched_parallel_block_is_exported_whole_and_read_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from graphroute.core.apps.serve.playground import PlaygroundConfig, changes, export_yaml, import_config
+    from graphroute.core.config.route import find_route
+    from graphroute.core.registry import build_registry
+
+    from tests.server import stages
+
+    registry = build_registry(entry_points=False, extra_plugins=[stages])
+    (tmp_path / "t_blocks.yaml").write_text(BLOCKS, encoding="utf-8")
+    monkeypatch.setenv("GRAPHROUTE_ROUTES", str(tmp_path))
+    config = PlaygroundConfig(route="t_blocks", set_=["o1.top_k=5", "o3.top_k=1"], disable=["second"])
+    base, current = load_route("t_blocks", registry), load_route("t_blocks", registry, overrides=config.overrides())
+    changed = changes(base, current)
+    assert changed == {"second": ["enabled"], "o1": ["top_k"], "o3": ["top_k"]}
+    text = export_yaml(base, current, changed)
+    doc = yaml.safe_load(text)
+    assert doc["stages"][0] == {"id": "o1", "with": {"top_k": 5}}
+    assert doc["stages"][1]["id"] == "second" and doc["stages"][1]["enabled"] is False
+    assert doc["stages"][1]["parallel"] == [[{"use": "t_overlap", "id": "o3", "enabled": True, "with": {"top_k": 1}}]]
+    (tmp_path / "t_mine.yaml").write_text(text, encoding="utf-8")
+    mine = load_route("t_mine", registry)
+    assert [(s.spec.key, s.spec.enabled, s.spec.with_) for s in mine.stages()] == \
+        [(s.spec.key, s.spec.enabled, s.spec.with_) for s in current.stages()]
+    assert [e.spec.enabled for e in mine.entries if hasattr(e, "branches")] == [True, False]
+    back = import_config(text, registry, find_route).config
+    assert (back.set_, back.disable, back.enable) == (["o1.top_k=5", "o3.top_k=1"], ["second"], [])
