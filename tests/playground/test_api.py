@@ -325,7 +325,12 @@ stages:
 
 
 def test_a_switched_parallel_block_is_exported_whole_and_read_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from graphroute.core.apps.serve.playground import PlaygroundConfig, changes, export_yaml, import_config
+    from graphroute.core.apps.serve.playground import (
+        PlaygroundConfig,
+        changes,
+        export_yaml,
+        import_config,
+    )
     from graphroute.core.config.route import find_route
     from graphroute.core.registry import build_registry
 
