@@ -42,8 +42,9 @@ class ServerLike(Protocol):
 
 
 def _user(body: dict[str, Any]) -> str:
+    """The request's first user message (a repair round appends its own after it)."""
     users = [str(m.get("content") or "") for m in body.get("messages", []) if m.get("role") == "user"]
-    return users[-1] if users else ""
+    return users[0] if users else ""
 
 
 def _question(user: str) -> str:
