@@ -28,12 +28,12 @@ PROMPTS = {"ner": NER, "decompose": DECOMPOSE, "classify": CLASSIFY, "synthesis"
            "openie": OPENIE, "summary": SUMMARY}
 
 NOT_FOUND = "Not found in the indexed documents."
-_CAPS = re.compile(r"\b[A-Z][\w'.-]*(?:\s+(?:of|the|de|and|&)?\s*[A-Z][\w'.-]*)*")
+_CAPS = re.compile(r"\b[A-Z][\w'-]*(?:[ \t]+(?:(?:of|the|de|and|&)[ \t]+)?[A-Z][\w'-]*)*")
 _WORD = re.compile(r"\w+")
 _BLOCK = re.compile(r"^\[(\d+)\] (.*?)(?=^\[\d+\] |^Question: |\Z)", re.M | re.S)
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?]?")
 _STOP = frozenset(
-    ["a", "an", "the", "of", "in", "on", "at", "to", "for", "by", "with", "from", "and", "or", "is", "are", "was", "were", "be", "been", "what", "who", "whom", "whose", "which", "when", "where", "why", "how", "did", "does", "do", "that", "this", "it", "its", "as"]
+    ["a", "an", "the", "of", "in", "on", "at", "to", "for", "by", "with", "from", "and", "or", "is", "are", "was", "were", "be", "been", "what", "who", "whom", "whose", "which", "when", "where", "why", "how", "did", "does", "do", "that", "this", "it", "its", "as", "he", "she", "they", "his", "her", "their"]
 )
 
 
@@ -103,7 +103,7 @@ def synthesis(body: dict[str, Any]) -> str:
 
 
 def openie(body: dict[str, Any]) -> str:
-    found = names(_user(body))
+    found = names(_user(body).split("\n\n", 1)[-1])  # the passage, not its "Title: ..." line
     triples = [[found[0], "is related to", o] for o in found[1:3]] if found else []
     return json.dumps({"entities": found, "triples": triples})
 
