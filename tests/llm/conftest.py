@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from graphroute.core.api.models import Label
+from graphroute.core.config.settings import Settings
 from graphroute.core.engine import GraphRoute
-from graphroute.core.models import Label
-from graphroute.core.settings import Settings
 
 from tests.bench.conftest import PASSAGES, QUESTIONS
 from tests.servers.fake_apis import FakeOpenAI, fake_openai, fake_voyage

@@ -9,12 +9,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from graphroute.core import bench_cli
-from graphroute.core.bench import BenchRunner, Variant, bench_json
-from graphroute.core.cli import app
-from graphroute.core.datasets import load_dataset
-from graphroute.core.report import bench_markdown
-from graphroute.core.settings import Settings
+from graphroute.core.apps.bench.bench import BenchRunner, Variant, bench_json
+from graphroute.core.apps.bench.datasets import load_dataset
+from graphroute.core.apps.bench.report import bench_markdown
+from graphroute.core.apps.cli.main import cli_app
+from graphroute.core.config.settings import Settings
 from typer.testing import CliRunner
 
 from tests.llm.conftest import client_params
@@ -85,17 +84,15 @@ def test_bench_reports_answer_quality_tokens_and_cost_per_question(bench_env: di
 
 
 def test_bench_command_prints_the_llm_columns(bench_env: dict[str, Path], fake_openai: FakeOpenAI) -> None:
-    if "bench" not in {c.name for c in app.registered_commands}:
-        bench_cli.register(app)
     args = ["bench", "--questions", str(bench_env["questions"]), "--corpus", str(bench_env["corpus"]),
             "--store", str(bench_env["store"]), "--profile", str(bench_env["profile"]),
             "--route", "route1s_sentence", "--route", "route1s_sentence_llm"]
-    res = CliRunner().invoke(app, [*args, "--json"])
+    res = CliRunner().invoke(cli_app(), [*args, "--json"])
     assert res.exit_code == 0, res.output
     per_question = [r for r in json.loads(res.stdout)["per_question"] if r["route"] == "route1s_sentence_llm"]
     # the warm-up question is none of the bench's: every measured answer was paid for
     assert len(per_question) == 4 and all(r["llm_cost_usd"] > 0 for r in per_question)
-    res = CliRunner().invoke(app, args)
+    res = CliRunner().invoke(cli_app(), args)
     assert res.exit_code == 0, res.output
     out = res.stdout
     assert "LLM answers (per question; cost in USD)" in out

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from graphroute.core.api.models import Evidence, Label, Seed
+from graphroute.core.api.stage import QueryState, StageContext
 from graphroute.core.engine import GraphRoute
-from graphroute.core.models import Evidence, Label, Seed
-from graphroute.core.stage import QueryState, StageContext
 from graphroute.plugins.denoisers.grounding import Grounding
 from graphroute.plugins.seeds.blocklist import SeedBlocklist
 from graphroute.plugins.seeds.entity_seeds import entity_degrees

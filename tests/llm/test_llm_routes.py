@@ -8,8 +8,9 @@ import json
 from pathlib import Path
 
 import pytest
-from graphroute.core.config import load_route
+from graphroute.core.config.resolve import load_route
 from graphroute.core.engine import GraphRoute
+from graphroute.core.errors import LLMNotConfiguredError
 from graphroute.core.registry import get_registry
 
 from tests.llm.conftest import GROUP, OPENAI_KEY, client_params, llm_engine
@@ -52,7 +53,7 @@ def test_llm_route_without_a_model_says_how_to_configure_one(
     indexed: GraphRoute, fake_openai: FakeOpenAI, llm_env: None
 ) -> None:
     g = GraphRoute(indexed.store, GROUP, settings=indexed.settings)
-    with pytest.raises(RuntimeError, match="GRAPHROUTE_LLM") as info:
+    with pytest.raises(LLMNotConfiguredError, match="GRAPHROUTE_LLM") as info:
         g.query(HG, route="route2_local_llm")
     assert "docs/models.md" in str(info.value)
     assert fake_openai.count() == 0

@@ -8,9 +8,9 @@ import json
 from pathlib import Path
 
 import pytest
+from graphroute.core.api.models import Label
+from graphroute.core.config.settings import Settings
 from graphroute.core.engine import GraphRoute
-from graphroute.core.models import Label
-from graphroute.core.settings import Settings
 
 from tests.servers import fake_model
 from tests.servers.fake_apis import FakeOpenAI, FakeVoyage

@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from graphroute.core.api.constants import NOT_FOUND
+from graphroute.core.api.models import QueryResult, StageTrace
 from graphroute.core.engine import GraphRoute
-from graphroute.core.llm import RemoteCallError
-from graphroute.core.models import QueryResult, StageTrace
-from graphroute.core.runner import NOT_FOUND
+from graphroute.core.errors import RemoteCallError
 from graphroute.plugins.llm.openai_chat import DEFAULT_PRICES, cost_usd
 
 from tests.llm.conftest import llm_engine
