@@ -16,10 +16,7 @@ Anything else that escapes is an internal error: exit 1, HTTP 500.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from graphroute.core.api.components import LLMResponse
+from typing import Any
 
 EXIT_USER = 2
 EXIT_INTERNAL = 1
@@ -176,13 +173,13 @@ class LLMNotConfiguredError(LLMConfigError):
 
 class LLMOutputError(ModelError):
     """The model's reply could not be parsed/validated, even after a repair round.
-    ``usage`` holds what the attempts cost (an ``LLMResponse``), so a stage can still
-    account for them."""
+    ``usage`` holds what the attempts cost (an ``api.components.LLMResponse``; typed Any
+    because errors sit below every other layer), so a stage can still account for them."""
 
     http_status = 502
     code = "bad_model_output"
 
-    def __init__(self, message: str, *, usage: LLMResponse | None = None) -> None:
+    def __init__(self, message: str, *, usage: Any = None) -> None:
         super().__init__(message)
         self.usage = usage
 
