@@ -221,42 +221,27 @@ _LLM_PROMPT = (
 )
 
 
-def _one_list(data: Any, key: str) -> dict[str, list[str]]:
-    """``{key: [...]}`` from a reply that is that object, a bare list, or an object holding
-    one list under another key; the items cleaned, empty ones dropped."""
-    if isinstance(data, dict):
-        data = data.get(key, next((v for v in data.values() if isinstance(v, list)), None))
-    if not isinstance(data, list):
-        raise ValueError(f'expected {{"{key}": [...]}}')
-    return {key: [_clean(str(x)) for x in data if isinstance(x, str | int | float) and _clean(str(x))]}
+class ListReply(BaseModel):
+    """A JSON reply holding one list of strings: ``{"entities": [...]}``, ``{"questions": [...]}``,
+    a bare list, or an object with one list under any key. The items are cleaned and empty
+    ones dropped."""
 
-
-class LLMNames(BaseModel):
-    """The NER reply: ``{"entities": [...]}`` (or a bare list, or one list under another key)."""
-
-    entities: list[str]
+    items: list[str]
 
     @model_validator(mode="before")
     @classmethod
-    def _list(cls, data: Any) -> Any:
-        return _one_list(data, "entities")
-
-
-class SubQuestions(BaseModel):
-    """The decomposition reply: ``{"questions": [...]}``."""
-
-    questions: list[str]
-
-    @model_validator(mode="before")
-    @classmethod
-    def _list(cls, data: Any) -> Any:
-        return _one_list(data, "questions")
+    def _one_list(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            data = next((v for v in data.values() if isinstance(v, list)), None)
+        if not isinstance(data, list):
+            raise ValueError('expected one list, e.g. {"entities": [...]}')
+        return {"items": [_clean(str(x)) for x in data if isinstance(x, str | int | float) and _clean(str(x))]}
 
 
 def parse_llm_names(text: str) -> list[str]:
     """Names from the LLM's JSON answer (a list, or an object holding one); [] when it holds none."""
     try:
-        return LLMNames.model_validate(json.loads(text)).entities
+        return ListReply.model_validate(json.loads(text)).items
     except ValidationError:
         return []
 
@@ -332,7 +317,7 @@ class NerSeeds(Stage):
             + f"\n\nQuestion: {question}"
         )
         messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
-        return _ask(llm, messages, LLMNames, ctx).entities
+        return _ask(llm, messages, ListReply, ctx).items
 
     def _community_hints(self, question: str, ctx: StageContext) -> list[str]:
         """``title: summary`` of the communities nearest the question (titles alone when
@@ -350,7 +335,7 @@ class NerSeeds(Stage):
             {"role": "system", "content": "Split the question into the simple sub-questions needed to answer it. Return JSON: {\"questions\": [...]}"},
             {"role": "user", "content": question},
         ]
-        subs = _ask(llm, messages, SubQuestions, ctx).questions
+        subs = _ask(llm, messages, ListReply, ctx).items
         ctx.stats["sub_questions"] = subs
         out: list[str] = []
         for sq in subs:
