@@ -73,7 +73,7 @@ def test_bench_reports_answer_quality_tokens_and_cost_per_question(bench_env: di
     assert m["llm_calls_mean"] == 1.0 and m["llm_model"] == f"gpt-4.1-mini at {fake_openai.url}/v1"
     per_q_cost = [r["llm_cost_usd"] for r in llm.per_question]
     assert m["llm_cost_usd_total"] == pytest.approx(sum(per_q_cost), abs=1e-6)
-    assert m["llm_cost_usd_mean"] == pytest.approx(sum(per_q_cost) / 4, abs=1e-6)
+    assert m["llm_usd_per_1k_questions"] == pytest.approx(1000 * sum(per_q_cost) / 4, abs=1e-3)
     tokens = [r["llm_prompt_tokens"] + r["llm_completion_tokens"] for r in llm.per_question]
     assert m["llm_tokens_mean"] == pytest.approx(sum(tokens) / 4, abs=0.1)
     assert m["f1"] == pytest.approx(sum(r["f1"] for r in llm.per_question) / 4, abs=1e-4)
@@ -95,8 +95,8 @@ def test_bench_command_prints_the_llm_columns(bench_env: dict[str, Path], fake_o
     res = CliRunner().invoke(cli_app(), args)
     assert res.exit_code == 0, res.output
     out = res.stdout
-    assert "LLM answers (per question; cost in USD)" in out
-    for col in ("llm_calls_mean", "llm_tokens_mean", "llm_cost_usd_mean", "llm_cost_usd_total"):
+    assert "LLM answers (calls and tokens per question; USD per 1,000 questions and in total)" in out
+    for col in ("llm_calls_mean", "llm_tokens_mean", "llm_usd_per_1k_questions", "llm_cost_usd_total"):
         assert col in out
     llm_table = out.split("LLM answers")[1]
     assert "route1s_sentence_llm" in llm_table and "│ route1s_sentence " not in llm_table

@@ -346,7 +346,8 @@ def aggregate(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- LLM answers
 
-LLM_METRICS = ("llm_calls_mean", "llm_tokens_mean", "llm_cost_usd_mean", "llm_cost_usd_total")
+# per variant; cost per 1,000 questions reads better than a mean of a fraction of a cent
+LLM_METRICS = ("llm_calls_mean", "llm_tokens_mean", "llm_usd_per_1k_questions", "llm_cost_usd_total")
 
 
 def llm_usage(result: QueryResult) -> dict[str, Any]:
@@ -378,8 +379,9 @@ def llm_usage(result: QueryResult) -> dict[str, Any]:
 
 
 def llm_metrics(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Per-variant LLM figures: model replies, tokens and cost per question (means over all
-    questions) and the total cost; the model(s) that answered. Empty when no question of
+    """Per-variant LLM figures: model replies and tokens per question (means over all
+    questions), the cost of 1,000 such questions and the total cost; the model(s) that
+    answered. Empty when no question of
     the variant called a model. EM and F1 of the answers are the general ``em`` / ``f1``."""
     used = [r for r in records if "llm_calls" in r]
     if not used:
@@ -391,7 +393,7 @@ def llm_metrics(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return {
         "llm_calls_mean": _r(sum(int(r["llm_calls"]) for r in used) / n, 2),
         "llm_tokens_mean": _r(tokens / n, 1),
-        "llm_cost_usd_mean": _r(cost / n, 6),
+        "llm_usd_per_1k_questions": _r(1000.0 * cost / n, 4),
         "llm_cost_usd_total": _r(cost, 6),
         "llm_model": "; ".join(models) if models else None,
     }

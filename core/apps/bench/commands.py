@@ -134,7 +134,7 @@ def _print_llm(routes: dict[str, dict[str, Any]]) -> None:
     used = llm_routes(routes)
     if not used:
         return
-    out.print(_metrics_table("LLM answers (per question; cost in USD)", used, LLM_COLUMNS))
+    out.print(_metrics_table("LLM answers (calls and tokens per question; USD per 1,000 questions and in total)", used, LLM_COLUMNS))
     for name, m in used.items():
         if m.get("llm_model"):
             out.print(f"{name}: answered by {m['llm_model']}", highlight=False)

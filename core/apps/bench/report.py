@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from graphroute.core.apps.bench.bench import LLM_METRICS
+
 SUMMARY_COLUMNS = (
     "questions", "recall@2", "recall@5", "recall@10", "signal_rank", "signal_rank1", "containment",
     "em", "f1", "negative_pass", "context_tokens_mean", "chunks_mean", "latency_ms_p50",
@@ -94,7 +96,7 @@ def bench_markdown(data: dict[str, Any], plots: Sequence[str] = ()) -> str:
     return "\n".join(parts)
 
 
-LLM_COLUMNS = ("em", "f1", "llm_calls_mean", "llm_tokens_mean", "llm_cost_usd_mean", "llm_cost_usd_total")
+LLM_COLUMNS = ("em", "f1", *LLM_METRICS)
 
 
 def llm_routes(routes: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -112,9 +114,9 @@ def llm_section(data: dict[str, Any]) -> list[str]:
     parts = [
         "## LLM answers",
         "",
-        "EM and F1 score the answer text; tokens (prompt + completion) and cost (USD, from the "
-        "client's price table; 0 for cached replies and unknown models) are per question, summed "
-        "over every stage that called a model.",
+        "EM and F1 score the answer text; calls and tokens (prompt + completion) are per question, "
+        "summed over every stage that called a model; cost is USD per 1,000 questions and in total "
+        "(the client's price table; 0 for cached replies and unknown models).",
         "",
         table(["route", *LLM_COLUMNS], summary_rows(routes, LLM_COLUMNS)),
         "",
@@ -125,7 +127,8 @@ def llm_section(data: dict[str, Any]) -> list[str]:
         recs = [r for r in data.get("per_question", []) if r["route"] == route]
         rows = [
             [r["id"], r.get("em"), r.get("f1"), r.get("llm_calls"),
-             r.get("llm_prompt_tokens"), r.get("llm_completion_tokens"), r.get("llm_cost_usd"), r.get("answer", "")[:80]]
+             r.get("llm_prompt_tokens"), r.get("llm_completion_tokens"), f"{float(r.get('llm_cost_usd') or 0.0):.6f}",
+             r.get("answer", "")[:80]]
             for r in recs
         ]
         parts += [f"### LLM per question: {route}", ""]
