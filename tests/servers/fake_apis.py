@@ -12,6 +12,13 @@ request; when it is empty ``server.default`` answers. Examples::
     fake_openai.script = [Reply(delay=2.0)]              # slower than the client timeout
     fake_openai.script = [Reply(content="{not json")]    # malformed JSON from the model
     fake_openai.responder = lambda body: "42 [1]"        # chat reply from the request
+    fake_openai.on("Extract the names", lambda body: '{"entities": ["Paris"]}')  # per prompt
+    fake_openai.script = [Reply(refusal="I can't help with that.")]      # a refusal
+    fake_openai.script = [Reply(usage=(1000, 20))]       # exact token counts
+
+``on(pattern, fn)`` answers requests whose system message matches ``pattern`` (a regex) with
+``fn(body)``; the first matching rule wins, else ``responder`` answers. One server can so
+stand in for every LLM stage of a route (NER, classifier, synthesis) in one query.
 
 ``server.requests`` records every request (path, headers, JSON body) so a test can count
 calls (cache hits) and check what was sent.
@@ -48,6 +55,9 @@ class Reply:
     delay: float = 0.0
     content: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    refusal: str | None = None  # chat: message.refusal set, content null
+    finish_reason: str = "stop"  # chat: e.g. "content_filter", "length"
+    usage: tuple[int, int] | None = None  # chat: (prompt, completion) tokens instead of word counts
 
 
 @dataclass
@@ -82,12 +92,17 @@ def _words(text: str) -> int:
     return len(_WORD.findall(text))
 
 
+def system_text(body: dict[str, Any]) -> str:
+    """The system message of a chat request ("" when there is none)."""
+    return "\n".join(str(m.get("content") or "") for m in body.get("messages", []) if m.get("role") == "system")
+
+
 class FakeServer:
     """Base: threading HTTP server, script queue, request log."""
 
     error_shape = "openai"
 
-    def __init__(self) -> None:
+    def __init__(self, port: int = 0) -> None:
         self.script: list[Reply] = []
         self.default = Reply()
         self.requests: list[Recorded] = []
@@ -110,7 +125,7 @@ class FakeServer:
                     body = raw.decode("utf-8", "replace")
                 server._handle(self, body)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.httpd.daemon_threads = True
         self.port = self.httpd.server_address[1]
         self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
@@ -193,27 +208,54 @@ class FakeOpenAI(FakeServer):
     error_shape = "openai"
     default_dims = {"text-embedding-3-small": 1536, "text-embedding-3-large": 3072}
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, port: int = 0) -> None:
+        super().__init__(port)
         self.responder: Callable[[dict[str, Any]], str] = lambda body: "OK"
+        self.rules: list[tuple[re.Pattern[str], Callable[[dict[str, Any]], str]]] = []
 
     def reset(self) -> None:
         super().reset()
         self.responder = lambda body: "OK"
+        self.rules = []
+
+    def on(self, pattern: str, fn: Callable[[dict[str, Any]], str]) -> None:
+        """Answer chat requests whose system message matches ``pattern`` with ``fn(body)``."""
+        self.rules.append((re.compile(pattern, re.I), fn))
+
+    def chat_count(self, pattern: str) -> int:
+        """Chat requests whose system message matches ``pattern``."""
+        rx = re.compile(pattern, re.I)
+        return sum(
+            1 for r in self.requests
+            if r.path.split("?")[0].endswith("/chat/completions") and isinstance(r.body, dict)
+            and rx.search(system_text(r.body))
+        )
+
+    def _answer(self, body: dict[str, Any]) -> str:
+        system = system_text(body)
+        for rx, fn in self.rules:
+            if rx.search(system):
+                return fn(body)
+        return self.responder(body)
 
     def route(self, path: str, body: dict[str, Any], reply: Reply) -> Any:
         if path.endswith("/chat/completions"):
-            text = reply.content if reply.content is not None else self.responder(body)
+            if reply.refusal is not None:
+                text: str | None = None
+                message: dict[str, Any] = {"role": "assistant", "content": None, "refusal": reply.refusal}
+            else:
+                text = reply.content if reply.content is not None else self._answer(body)
+                message = {"role": "assistant", "content": text}
             prompt = sum(_words(str(m.get("content", ""))) for m in body.get("messages", []))
-            completion = _words(text)
+            completion = _words(text or reply.refusal or "")
+            if reply.usage is not None:
+                prompt, completion = reply.usage
             return {
                 "id": f"chatcmpl-{len(self.requests)}",
                 "object": "chat.completion",
                 "created": 1700000000,
                 "model": body.get("model", ""),
-                "choices": [
-                    {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
-                ],
+                "choices": [{"index": 0, "message": message, "finish_reason": reply.finish_reason}],
                 "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
             }
         if path.endswith("/embeddings"):
@@ -313,3 +355,44 @@ def fake_voyage() -> Iterator[FakeVoyage]:
         yield s
     finally:
         s.stop()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the loopback servers in the foreground, the OpenAI one answering graphroute's
+    prompts with :mod:`tests.servers.fake_model`, e.g. for a ``graphroute bench`` run::
+
+        python -m tests.servers.fake_apis --openai-port 8801 --voyage-port 8802
+        GRAPHROUTE_LLM=openai OPENAI_API_KEY=sk-fake \\
+          GRAPHROUTE_LLM_PARAMS='{"base_url": "http://127.0.0.1:8801/v1"}' graphroute bench ...
+    """
+    import argparse
+    import signal
+
+    from tests.servers.fake_model import install
+
+    ap = argparse.ArgumentParser(prog="python -m tests.servers.fake_apis", description=main.__doc__)
+    ap.add_argument("--openai-port", type=int, default=8801)
+    ap.add_argument("--voyage-port", type=int, default=0, help="0: no Voyage server")
+    args = ap.parse_args(argv)
+    servers: list[FakeServer] = []
+    openai_server = FakeOpenAI(args.openai_port)
+    install(openai_server)
+    servers.append(openai_server.start())
+    print(f"openai-compatible: {openai_server.url}/v1", flush=True)
+    if args.voyage_port:
+        voyage = FakeVoyage(args.voyage_port).start()
+        servers.append(voyage)
+        print(f"voyage: {voyage.url}/v1", flush=True)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        stop.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        for srv in servers:
+            srv.stop()
+
+
+if __name__ == "__main__":
+    main()

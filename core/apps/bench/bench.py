@@ -34,6 +34,9 @@ from graphroute.core.errors import RouteConfigError
 BENCH_META = "bench_corpus"  # group meta: {hash, profile, passages, seconds}
 DEFAULT_BENCH_STORE = ".graphroute/bench"
 RECALL_KS = (2, 5, 10)
+# the untimed warm-up question: not one of the bench's, so an LLM route's reply cache holds
+# no measured question's answer before it is measured (its tokens and cost would read 0)
+WARMUP_QUESTION = "Which documents describe the main subject of this collection?"
 
 # metrics where larger is better (A/B deltas print an arrow by this)
 HIGHER_IS_BETTER = {
@@ -242,7 +245,7 @@ class BenchRunner:
         services = self.engine.services(self.group)
         questions = self.dataset.questions
         if self.warmup and questions:  # load models outside the timed runs
-            run_route(resolved, questions[0].question, services)
+            run_route(resolved, WARMUP_QUESTION, services)
         records: list[dict[str, Any]] = []
         items = track(questions, f"{variant.label}", total=len(questions)) if progress else iter(questions)
         for n, q in enumerate(items, start=1):
@@ -307,6 +310,7 @@ def score_record(q: Question, result: QueryResult, ranked: Sequence[int]) -> dic
     rec["context_tokens"] = context_tokens(result)
     rec["chunks"] = len(result.evidence)
     rec["latency_ms"] = round(result.duration_ms, 3)
+    rec.update(llm_usage(result))
     return rec
 
 
@@ -346,7 +350,63 @@ def aggregate(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     out["chunks_mean"] = _r(M.mean(float(r["chunks"]) for r in records), 2)
     out["latency_ms_p50"] = _r(M.percentile(latencies, 50), 1)
     out["latency_ms_p95"] = _r(M.percentile(latencies, 95), 1)
+    out.update(llm_metrics(records))
     return out
+
+
+# --------------------------------------------------------------------------- LLM answers
+
+# per variant; cost per 1,000 questions reads better than a mean of a fraction of a cent
+LLM_METRICS = ("llm_calls_mean", "llm_tokens_mean", "llm_usd_per_1k_questions", "llm_cost_usd_total")
+
+
+def llm_usage(result: QueryResult) -> dict[str, Any]:
+    """What one question's model calls cost, summed over the route's stages (NER,
+    classification, synthesis, reranking: whatever recorded tokens or cost in its trace),
+    and, when the route's answer came from an LLM synthesizer, its model and endpoint.
+    Empty for a route that called no model."""
+    prompt = completion = calls = 0
+    cost = 0.0
+    for t in result.trace:
+        if not t.enabled:
+            continue
+        prompt += int(t.tokens.get("prompt", 0))
+        completion += int(t.tokens.get("completion", 0))
+        cost += float(t.stats.get("cost_usd", 0.0) or 0.0)
+        calls += int(t.stats.get("llm_calls", 0) or 0)
+    synth = next((t for t in reversed(result.trace) if t.enabled and t.kind == "synthesizer"), None)
+    model = synth.stats.get("model") if synth is not None else None
+    if not (prompt or completion or cost or calls or model):
+        return {}
+    out: dict[str, Any] = {
+        "llm_calls": calls, "llm_prompt_tokens": prompt, "llm_completion_tokens": completion,
+        "llm_cost_usd": round(cost, 6),
+    }
+    if model:
+        endpoint = synth.stats.get("endpoint") if synth is not None else None
+        out["llm_model"] = f"{model} at {endpoint}" if endpoint else str(model)
+    return out
+
+
+def llm_metrics(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Per-variant LLM figures: model replies and tokens per question (means over all
+    questions), the cost of 1,000 such questions and the total cost; the model(s) that
+    answered. Empty when no question of
+    the variant called a model. EM and F1 of the answers are the general ``em`` / ``f1``."""
+    used = [r for r in records if "llm_calls" in r]
+    if not used:
+        return {}
+    n = len(records)
+    tokens = sum(int(r["llm_prompt_tokens"]) + int(r["llm_completion_tokens"]) for r in used)
+    cost = sum(float(r["llm_cost_usd"]) for r in used)
+    models = sorted({str(r["llm_model"]) for r in used if r.get("llm_model")})
+    return {
+        "llm_calls_mean": _r(sum(int(r["llm_calls"]) for r in used) / n, 2),
+        "llm_tokens_mean": _r(tokens / n, 1),
+        "llm_usd_per_1k_questions": _r(1000.0 * cost / n, 4),
+        "llm_cost_usd_total": _r(cost, 6),
+        "llm_model": "; ".join(models) if models else None,
+    }
 
 
 RETRIEVAL_METRICS = ("recall@2", "recall@5", "recall@10", "signal_rank", "signal_rank1", "signal_found",

@@ -124,6 +124,20 @@ def bench(
         print(json.dumps(data, indent=2, ensure_ascii=False))
         return
     out.print(_metrics_table(f"bench: {data['dataset']['name']}", data["routes"], SUMMARY_COLUMNS))
+    _print_llm(data["routes"])
+
+
+def _print_llm(routes: dict[str, dict[str, Any]]) -> None:
+    """The LLM columns of the routes that called a model, and which model answered."""
+    from .report import LLM_COLUMNS, llm_routes
+
+    used = llm_routes(routes)
+    if not used:
+        return
+    out.print(_metrics_table("LLM answers (calls and tokens per question; USD per 1,000 questions and in total)", used, LLM_COLUMNS))
+    for name, m in used.items():
+        if m.get("llm_model"):
+            out.print(f"{name}: answered by {m['llm_model']}", highlight=False)
 
 
 def ab(

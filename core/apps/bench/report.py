@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from graphroute.core.apps.bench.bench import LLM_METRICS
+
 SUMMARY_COLUMNS = (
     "questions", "recall@2", "recall@5", "recall@10", "signal_rank", "signal_rank1", "containment",
     "em", "f1", "negative_pass", "context_tokens_mean", "chunks_mean", "latency_ms_p50",
@@ -77,6 +79,7 @@ def bench_markdown(data: dict[str, Any], plots: Sequence[str] = ()) -> str:
         parts += [f"![{Path(p).stem}]({Path(p).name})", ""]
     if not plots:
         parts += ["(plots not written: matplotlib is not installed; `pip install graphroute[bench]`)", ""]
+    parts += llm_section(data)
     by_route: dict[str, list[dict[str, Any]]] = {}
     for rec in data.get("per_question", []):
         by_route.setdefault(rec["route"], []).append(rec)
@@ -91,6 +94,47 @@ def bench_markdown(data: dict[str, Any], plots: Sequence[str] = ()) -> str:
                             "tokens", "chunks", "ms"], rows))
         parts.append("")
     return "\n".join(parts)
+
+
+LLM_COLUMNS = ("em", "f1", *LLM_METRICS)
+
+
+def llm_routes(routes: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The routes whose questions called a model (they carry ``llm_*`` metrics)."""
+    return {name: m for name, m in routes.items() if m.get("llm_calls_mean") is not None}
+
+
+def llm_section(data: dict[str, Any]) -> list[str]:
+    """Answer quality and model cost of the routes that called a model: a summary table, the
+    model and endpoint that answered (figures are that model's: a local stand-in server gives
+    that server's figures), and per question EM, F1, tokens and cost. [] when none did."""
+    routes = llm_routes(data["routes"])
+    if not routes:
+        return []
+    parts = [
+        "## LLM answers",
+        "",
+        "EM and F1 score the answer text; calls and tokens (prompt + completion) are per question, "
+        "summed over every stage that called a model; cost is USD per 1,000 questions and in total "
+        "(the client's price table; 0 for cached replies and unknown models).",
+        "",
+        table(["route", *LLM_COLUMNS], summary_rows(routes, LLM_COLUMNS)),
+        "",
+    ]
+    parts += [f"- `{name}` answered by {m['llm_model']}" for name, m in routes.items() if m.get("llm_model")]
+    parts.append("")
+    for route in routes:
+        recs = [r for r in data.get("per_question", []) if r["route"] == route]
+        rows = [
+            [r["id"], r.get("em"), r.get("f1"), r.get("llm_calls"),
+             r.get("llm_prompt_tokens"), r.get("llm_completion_tokens"), f"{float(r.get('llm_cost_usd') or 0.0):.6f}",
+             r.get("answer", "")[:80]]
+            for r in recs
+        ]
+        parts += [f"### LLM per question: {route}", ""]
+        parts.append(table(["id", "em", "f1", "calls", "prompt tokens", "completion tokens", "cost usd", "answer"], rows))
+        parts.append("")
+    return parts
 
 
 def _pyplot() -> Any:
