@@ -94,7 +94,7 @@ class StreamedEntityLayer:
     the same order as :attr:`EntityLayer.edges`).
 
     Why: the edges are most of the layer - 168k CO_OCCURS and 127k MENTIONS edges for 20k
-    synthetic sentences - and as ``Edge`` objects they held ~400 MB at once (tracemalloc,
+    synthetic sentences - and as ``Edge`` objects they hold ~400 MB at once (tracemalloc,
     ``build_entity_layer`` at 20k sentences), growing with the corpus; the step writes them
     in bounded batches, so only the compact aggregates stay whole."""
 
@@ -682,8 +682,8 @@ class EntityGraphStep(IndexStep):
             min_chars=p.min_chars,
         )
         # The layer keeps only its aggregates; the chunks' texts and every extraction are
-        # done with. Let them go before the entity vectors and the edge writes, which were
-        # the index's peak at 100k sentences with both still held (docs/performance.md).
+        # done with. Let them go before the entity vectors and the edge writes, where the
+        # index peaks at 100k sentences.
         del chunks, extractions
         release_free_memory()
         enter_phase("step:entity_graph:vectors")

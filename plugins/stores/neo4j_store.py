@@ -124,8 +124,8 @@ class _Vector(list):  # type: ignore[type-arg]
     """A vector parameter: a plain list to the driver's packer, with a short ``repr``.
 
     Why: the driver's ``Bolt.run`` builds its debug-log line with ``repr`` of every
-    parameter *before* the logger decides to drop it, so a batch's vectors were printed to
-    text on every write - 1.4 s of the client's 1.9 s CPU for 5,000 sentences (cProfile:
+    parameter *before* the logger decides to drop it, so a plain list prints a batch's
+    vectors to text on every write (1.4 s of the client's 1.9 s CPU for 5,000 sentences,
     ``str.join`` in ``_bolt5.run``). The packer sends a list subclass exactly as a list."""
 
     __slots__ = ()
@@ -357,9 +357,8 @@ class Neo4jStore(GraphStore):
             return
         # prop is built from a validated space name and an int: safe to splice.
         # Quantization off by default: the index then ranks by the stored floats (no
-        # approximate pass to rescore), and each insert skips quantizing the vector, which
-        # was ~8% of the server's CPU in a batch write on 2026.08 (seventeenth round of
-        # docs/performance.md). It applies when the index is created.
+        # approximate pass to rescore), and each insert skips quantizing the vector (~8% of
+        # the server's CPU in a batch write on 2026.08). It applies when the index is created.
         quantized = "true" if self.vector_quantization else "false"
         options = (
             f"{{indexConfig: {{`vector.dimensions`: {int(dim)}, `vector.similarity_function`: 'cosine', "
@@ -385,9 +384,8 @@ class Neo4jStore(GraphStore):
         group's version, which ``write_batches`` bumps once after the last batch. Why: the
         bump writes the group's meta node, whose lock a transaction holds until its commit
         ends, so two writers that both bump commit one after the other; without it their
-        commits overlap (20,000 sentences, two writers, alternated: 4,409.3 / 4,621.0 /
-        4,813.0 sentences/s against 4,367.1 / 4,096.3 / 4,416.2; docs/performance.md,
-        seventeenth round).
+        commits overlap (20,000 sentences, two writers: median 4,621 against 4,367
+        sentences/s).
 
         The batch's documents are new (``write_batches``' contract), so its nodes are
         ``CREATE``-d together with the edges between them in one statement
@@ -520,9 +518,7 @@ class Neo4jStore(GraphStore):
         Why: through ``MERGE`` each edge costs two unique-index seeks and a check of its
         endpoints' relationships, and each node a locking seek, for rows that cannot exist
         yet (a document's skeleton edges are all inside it). 20,000 sentences, two writers,
-        alternated on 2026.08: 4,996.4 / 5,226.5 / 5,186.1 sentences/s with 3.76-4.02 s of
-        server CPU against 4,209.1 / 4,672.6 / 4,397.6 with 4.68-5.42 s
-        (docs/performance.md, eighteenth round). A repeated edge (same endpoints and type)
+        on 2026.08: median 5,186 against 4,398 sentences/s, ~20% less server CPU. A repeated edge (same endpoints and type)
         is created once with its last row's values, as ``MERGE`` then ``SET`` would leave
         it. A node that exists already fails the unique constraint, and the caller falls
         back to ``MERGE`` (:meth:`write_in_flight`)."""

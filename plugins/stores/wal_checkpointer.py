@@ -3,9 +3,9 @@
 Under WAL a commit appends the transaction's pages to the log; a *checkpoint* later copies
 them into the database file and syncs both. SQLite's default runs that checkpoint inside
 the committing call once the log passes 1,000 pages (4 MiB), and one index batch writes
-more than that, so every batch waited for a copy and two fsyncs. In ``graphroute perf``'s
-write part (20,000 sentences) they were 3.59 s of 5.78 s (cProfile), and the same write
-with checkpoints off took 2.43 s. Here the store's connections never checkpoint; this
+more than that, so every batch would wait for a copy and two fsyncs: 3.59 s of 5.78 s in
+``graphroute perf``'s write part (20,000 sentences), which takes 2.43 s with checkpoints
+off. Here the store's connections never checkpoint; this
 thread does, after each commit, while the writer prepares and writes the next batch (the
 sqlite3 module releases the GIL while SQLite works, so the copy runs on the second core).
 
@@ -15,9 +15,8 @@ that finds the log past its limit first waits for the thread to catch up (:meth:
 its transaction then restarts the log, and ``journal_size_limit`` (set by the store)
 truncates the file back to the limit. The writer compares the length the last pass saw, so
 the commits made while a pass copies can take the log past the limit before a writer waits:
-``graphroute perf``'s write part (20,000 sentences) left a log file of at most 163.4-177.5
-MB with per-batch commits and 163.6 MB with per-window ones, against the 64 MiB limit
-(``/tmp/exp/walmax.py``, docs/performance.md fifteenth round). A reader that pins older
+``graphroute perf``'s write part (20,000 sentences) leaves a log file of up to ~165-180 MB
+against the 64 MiB limit. A reader that pins older
 frames (another process holding a long read transaction) lets the log grow until it ends,
 as it does with SQLite's default.
 

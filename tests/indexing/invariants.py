@@ -12,7 +12,8 @@ SKELETON_EDGES = {"HAS_SECTION", "SUBSECTION_OF", "PART_OF", "NEXT", "IN_SECTION
 
 
 def check_skeleton(store: GraphStore, group: str) -> dict[str, Any]:
-    """Assert every invariant of issue 3; return a few figures for further assertions."""
+    """Assert the skeleton's invariants (doc ids, PART_OF, NEXT chains, the RELATED_TO budget);
+    return a few figures for further assertions."""
     label: dict[str, str] = {}
     chunk_of: dict[str, str] = {}
     for n in store.iter_nodes(group):

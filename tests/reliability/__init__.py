@@ -1,1 +1,1 @@
-"""Reliability: bad input, faults, isolation, injection, load (issue 13)."""
+"""Reliability: bad input, faults, isolation, injection, load."""

@@ -129,11 +129,11 @@ def test_concurrent_batches_of_a_new_group_do_not_deadlock(
     store: Neo4jStore, group: str, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch, first_alone: bool
 ) -> None:
     """``write_batches`` keeps two transactions in flight; the group's first write records
-    the vector dimensions on its meta node, where two first writes at once deadlocked while
-    every batch also bumped the version there (the driver retries after ~1 s, so the data
-    was still right - only slow). Writing the first batch alone avoids it. Since batches in
-    flight leave the bump to the call's last write, the ``first_alone=False`` case no longer
-    collided here (6 runs of 6); it stays to show that the data is right either way."""
+    the vector dimensions on its meta node, where two first writes at once can deadlock
+    when every batch also bumps the version there (the driver retries after ~1 s, so the
+    data stays right - only slow). Writing the first batch alone avoids it. Batches in
+    flight leave the bump to the call's last write, so the ``first_alone=False`` case
+    should not collide either; both show that the data is right either way."""
     rng = np.random.default_rng(3)
     batches = []
     for b in range(6):
