@@ -71,7 +71,7 @@ def _text_tokens(text: str) -> int:
 def block_tokens(text: str, ev: Evidence) -> int:
     """``approx_tokens(format_block(n, text, ev))`` for any ``n``, without tokenising the
     block again: the marker ``[n]`` is three tokens, and the text and the source line are
-    counted once per distinct string. Counting every block afresh was most of
+    counted once per distinct string. Counting every block afresh would be most of
     ``token_budget``'s time."""
     return 3 + _text_tokens(text) + _text_tokens(source_line(ev))
 

@@ -286,8 +286,8 @@ def knn_pairs(
 
     Blockwise so memory stays ``rows x n`` however many entities a corpus has: at most
     ``block`` rows, and fewer when ``n`` is large, so that a block's scores, their negation
-    and argpartition's int64 order (16 bytes a cell) stay near 64 MB. With 1,024 rows a
-    block they rose with the corpus: +501 MB above the step's entry on MuSiQue's entities.
+    and argpartition's int64 order (16 bytes a cell) stay near 64 MB. A fixed 1,024 rows a
+    block grows with the corpus: +501 MB above the step's entry on MuSiQue's entities.
     A row's neighbours come from its own scores; only the product's last float32 bits vary
     with the block's shape (MuSiQue's 18,445 entities: the same 38,525 edges, 281 of their
     similarities 1e-6 apart at six decimals). Rows are L2-normalised here, so any embedder
