@@ -160,8 +160,7 @@ class SeedArray:
 
     Why a second shape beside :class:`Seed`: Route 5's passage tier hands PPR the ~1,000
     chunks a dense search scored, and as records they cost more than the search itself -
-    made, unified and read back one Python object at a time (nineteenth round of
-    docs/performance.md). As arrays those steps are a few vector operations. A stage that
+    made, unified and read back one Python object at a time. As arrays those steps are a few vector operations. A stage that
     makes a handful of named seeds keeps making :class:`Seed` records; stages that read seeds
     read both ``QueryState.seeds`` and ``QueryState.seed_arrays`` (or
     ``QueryState.all_seeds()``, which turns the arrays into records).
