@@ -139,3 +139,20 @@ def test_profile_fingerprint_tracks_the_profile_content(bench_files: dict[str, P
     b.profile = str(edited)
     assert a.profile_fingerprint() == make_runner(bench_files, dataset).profile_fingerprint()
     assert a.profile_fingerprint() != b.profile_fingerprint()
+
+
+def test_default_route_says_not_found_for_what_the_corpus_never_mentions(runner: BenchRunner) -> None:
+    from graphroute.core.query.runner import run_route
+
+    resolved = runner.resolve(Variant("route1s_sentence", "route1s_sentence"))
+    services = runner.engine.services(runner.group)
+
+    def reason(question: str) -> tuple[bool, object]:
+        result = run_route(resolved, question, services)
+        stats = next(t.stats for t in result.trace if t.stage == "negative_detection")
+        return result.negative, stats.get("negative_reason")
+
+    assert reason("What is the capital of France?") == (True, "name_not_in_corpus")
+    assert reason("How do you bake sourdough bread at home?") == (True, "below_min_term_coverage")
+    assert reason("Which element has the symbol Hg?") == (False, None)
+    assert reason("In which year was the city near Lake Baikal founded?") == (False, None)
