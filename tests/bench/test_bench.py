@@ -95,7 +95,7 @@ def test_ab_compare_counts_wins_and_decides(runner: BenchRunner) -> None:
     assert wlt["wins"] == 0  # one passage cannot beat ten on recall@5
     assert cmp["deltas"]["recall@5"] == pytest.approx(b.metrics["recall@5"] - a.metrics["recall@5"], abs=1e-4)
     assert cmp["verdict"] in ("KEEP", "REVERT") and "KEEP when" in cmp["rule"]
-    same = compare(a, runner.run_variant(Variant("A2", "bm25"), progress=False), VerdictRule(min_speed_gain=1.0))
+    same = compare(a, runner.run_variant(Variant("A2", "bm25"), progress=False), VerdictRule(min_speed_gain=float("inf")))  # latency of two equal runs is noise
     assert same["verdict"] == "SAME" and "same quality" in same["reasons"][-1]
 
 
