@@ -16,15 +16,20 @@ context; the synthesizers that follow see ``state.negative`` and leave the answe
 from __future__ import annotations
 
 import asyncio
+import difflib
+import math
 import re
-from collections.abc import Sequence, Set
+import unicodedata
+from collections.abc import Callable, Iterable, Sequence, Set
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Literal
+from typing import Any, Literal
 
+import numpy as np
 from graphroute.core.api.constants import NOT_FOUND
-from graphroute.core.api.models import Citation, Evidence
+from graphroute.core.api.models import Citation, Evidence, Label
 from graphroute.core.api.stage import QueryState, Slot, Stage, StageContext, StageKind, StageParams
+from graphroute.core.api.store import GraphStore, per_version
 from graphroute.core.errors import LLMNotConfiguredError, RemoteCallError
 from graphroute.core.hookspecs import hookimpl
 from graphroute.core.lib.communities import (
@@ -40,7 +45,8 @@ from pydantic import Field
 _STOPWORDS = frozenset(
     ["a", "an", "the", "and", "or", "but", "nor", "of", "in", "on", "at", "to", "for", "from", "by", "with", "about", "as", "into", "onto", "over", "under", "is", "are", "was", "were", "be", "been", "being", "am", "do", "does", "did", "doing", "have", "has", "had", "having", "will", "would", "shall", "should", "can", "could", "may", "might", "must", "what", "which", "who", "whom", "whose", "when", "where", "why", "how", "that", "this", "these", "those", "there", "here", "it", "its", "it's", "he", "she", "they", "them", "his", "her", "their", "our", "your", "my", "me", "we", "you", "i", "not", "no", "yes", "if", "then", "than", "so", "such", "very", "much", "many", "more", "most", "some", "any", "all", "each", "every", "both", "either", "neither", "one", "also", "only", "just", "out", "up", "down", "off", "again", "further", "once", "same", "other", "another", "s", "t", "name", "named", "tell", "give", "list", "find", "show", "describe", "explain", "according", "document", "documents"]
 )
-_WORD_RE = re.compile(r"[A-Za-z0-9]+(?:['’][A-Za-z]+)?")
+# letters and digits of any script ("Gdańsk", "Purkyně"), with an inner apostrophe ("it'll")
+_WORD_RE = re.compile(r"[^\W_]+(?:['’][^\W_]+)?")
 # A sentence ends at . ! ? (optionally followed by closing quotes/brackets) before whitespace
 # and an upper-case letter, digit or opening quote/bracket.
 _SENT_END_RE = re.compile(r"[.!?][\"'”’)\]]*\s+(?=[\"'“‘(\[]?[A-Z0-9])")
@@ -84,9 +90,20 @@ def sentence_spans(text: str) -> tuple[tuple[int, int], ...]:
 # the question, ~90 sentences and ~2,100 words a question on MuSiQue, and the same passages
 # and words recur from question to question (cProfile, route2_local, 30 questions: 63,536
 # ``_norm`` calls). The results are immutable, so sharing them between threads is safe.
+def _fold(word: str) -> str:
+    """Accents removed ("Aschenbrödel" and "Aschenbrodel" are one word)."""
+    if word.isascii():
+        return word
+    return "".join(c for c in unicodedata.normalize("NFKD", word) if not unicodedata.combining(c))
+
+
 @lru_cache(maxsize=1 << 16)
 def _norm(word: str) -> str:
-    w = word.lower().replace("’", "'")
+    """Lower case, accents folded, lightly singularised; "" for a stopword (checked before
+    singularising, so "does" and "this" do not survive as "doe" and "thi")."""
+    w = _fold(word).lower().replace("’", "'")
+    if w in _STOPWORDS:
+        return ""
     if w.endswith("'s"):
         w = w[:-2]
     if len(w) > 4 and w.endswith("ies"):
@@ -133,13 +150,146 @@ class NegativeFloor(StageParams):
         description="Best fraction of query content terms found in one context block below this "
         "-> not found (0 = off).",
     )
+    names_in_corpus: bool = Field(
+        False,
+        description="Not found when a name in the question (its capitalised words after the first "
+        "word, e.g. 'Hollins Freight', 'FIFA World Cup') occurs in no passage of the indexed "
+        "corpus: all its words in one chunk, spelling variants of longer words allowed.",
+    )
+    min_term_coverage: float = Field(
+        0.0, ge=0.0, le=1.0,
+        description="Not found when the question's content terms, weighted by their IDF in the "
+        "corpus, are covered by the first `coverage_blocks` context blocks below this share "
+        "(0 = off). A term the corpus never uses weighs the most.",
+    )
+    coverage_blocks: int = Field(
+        5, ge=1, le=100, description="Context blocks (best first) that the term coverage reads.",
+    )
+
+    def needs_lexicon(self) -> bool:
+        return self.names_in_corpus or self.min_term_coverage > 0
+
+
+# Words that may join the capitalised words of one name ("Bank of England", "Vincent van Gogh").
+_NAME_JOINERS = frozenset(["of", "the", "and", "de", "van", "von", "der", "den", "da", "di", "du", "del", "la", "le", "y", "for", "on", "in", "a", "&"])
+_QTOKEN_RE = re.compile(r"[^\W_]+(?:['’.\-][^\W_]+)*")
+
+
+def question_names(question: str) -> list[tuple[str, ...]]:
+    """The names a question mentions, each as its normalised words.
+
+    A name is a run of capitalised words (joined by "of", "the", "van", ...), never starting
+    at the question's first word, which is capitalised anyway; hyphenated parts count as words
+    ("Jong-chul" -> jong, chul). Words of one letter (initials) and stopwords are dropped."""
+    names: list[tuple[str, ...]] = []
+    run: list[str] = []
+    joined = False
+    for i, tok in enumerate(_QTOKEN_RE.findall(question)):
+        if i > 0 and tok[:1].isupper():
+            run.append(tok)
+            joined = False
+            continue
+        if run and tok.lower() in _NAME_JOINERS and not joined:
+            joined = True
+            continue
+        if run:
+            names.append(_name_words(run))
+        run, joined = [], False
+    if run:
+        names.append(_name_words(run))
+    return [n for n in names if n]
+
+
+def _name_words(tokens: list[str]) -> tuple[str, ...]:
+    words = [_norm(part) for tok in tokens for part in re.split(r"[.\-]", tok)]
+    return tuple(dict.fromkeys(w for w in words if len(w) > 1))
+
+
+@dataclass(frozen=True)
+class CorpusLexicon:
+    """Which passages of the corpus hold which content terms: document frequencies for IDF
+    weights and postings for "do these words occur together in one passage"."""
+
+    passages: int
+    postings: dict[str, np.ndarray]  # term -> sorted passage indexes
+    vocabulary: tuple[str, ...]  # sorted, for spelling-variant lookups
+
+    @classmethod
+    def build(cls, texts: Iterable[str]) -> CorpusLexicon:
+        lists: dict[str, list[int]] = {}
+        n = 0
+        for n, text in enumerate(texts, start=1):
+            for term in content_terms(text):
+                lists.setdefault(term, []).append(n - 1)
+        postings = {t: np.asarray(v, dtype=np.int32) for t, v in lists.items()}
+        return cls(n, postings, tuple(sorted(postings)))
+
+    def idf(self, term: str) -> float:
+        """BM25's IDF, log((N + 1) / (df + 0.5)): a term the corpus never uses weighs the most."""
+        hits = self.postings.get(term)
+        return math.log((self.passages + 1) / ((0 if hits is None else len(hits)) + 0.5))
+
+    def variants(self, word: str) -> list[str]:
+        """The word, or when the corpus lacks it, its close spellings (words of 6+ letters,
+        difflib ratio >= 0.85: a typo or transliteration, not another word)."""
+        if word in self.postings:
+            return [word]
+        if len(word) < 6:
+            return []
+        return difflib.get_close_matches(word, self.vocabulary, n=3, cutoff=0.85)
+
+    def has_together(self, words: Sequence[str]) -> bool:
+        """True when one passage holds every word (or a spelling variant of it)."""
+        common: np.ndarray | None = None
+        for w in words:
+            lists = [self.postings[v] for v in self.variants(w)]
+            if not lists:
+                return False
+            hits = np.unique(np.concatenate(lists)) if len(lists) > 1 else lists[0]
+            common = hits if common is None else np.intersect1d(common, hits, assume_unique=True)
+            if not len(common):
+                return False
+        return True
+
+
+def corpus_lexicon(store: GraphStore, group: str) -> CorpusLexicon:
+    """The group's lexicon over its chunks (each with its document title), built once per
+    store version."""
+
+    def build() -> CorpusLexicon:
+        titles = {d.id: str(d.props.get("title") or "") for d in store.iter_nodes(group, Label.DOCUMENT)}
+        texts = (
+            f"{titles.get(node.doc_id or '', '')}\n{node.props.get('text') or ''}"
+            for node in store.iter_nodes(group, Label.CHUNK)
+        )
+        return CorpusLexicon.build(texts)
+
+    return per_version(store, group, "negative_detection.lexicon", build)
+
+
+def term_coverage(question: str, texts: Sequence[str], lexicon: CorpusLexicon) -> float:
+    """IDF-weighted share of the question's content terms that occur in ``texts``."""
+    q = content_terms(question)
+    if not q:
+        return 1.0
+    seen: set[str] = set()
+    for t in texts:
+        seen |= content_terms(t)
+    total = sum(lexicon.idf(w) for w in q)
+    return sum(lexicon.idf(w) for w in q & seen) / total if total > 0 else 1.0
 
 
 def negative_reason(
-    question: str, evidence: Sequence[Evidence], floor: NegativeFloor
-) -> tuple[str | None, dict[str, float]]:
-    """Why the context cannot answer (None when it may), with the figures checked."""
-    info: dict[str, float] = {}
+    question: str,
+    evidence: Sequence[Evidence],
+    floor: NegativeFloor,
+    lexicon: Callable[[], CorpusLexicon] | None = None,
+) -> tuple[str | None, dict[str, Any]]:
+    """Why the context cannot answer (None when it may), with the figures checked.
+
+    ``lexicon`` gives the corpus lexicon the name and term-coverage checks read; it is called
+    only when one of them is on."""
+    info: dict[str, Any] = {}
     if not evidence:
         return "no_evidence", info
     if len(evidence) < floor.min_chunks:
@@ -154,7 +304,25 @@ def negative_reason(
         info["best_query_overlap"] = round(overlap, 4)
         if overlap < floor.min_query_overlap:
             return "below_min_query_overlap", info
+    if floor.needs_lexicon() and lexicon is not None:
+        lex = lexicon()
+        if floor.names_in_corpus:
+            missing = [" ".join(n) for n in question_names(question) if not lex.has_together(n)]
+            if missing:
+                info["names_not_in_corpus"] = missing
+                return "name_not_in_corpus", info
+        if floor.min_term_coverage > 0:
+            texts = [e.text for e in evidence[: floor.coverage_blocks]]
+            cov = term_coverage(question, texts, lex)
+            info["term_coverage"] = round(cov, 4)
+            if cov < floor.min_term_coverage:
+                return "below_min_term_coverage", info
     return None, info
+
+
+def stage_lexicon(ctx: StageContext) -> Callable[[], CorpusLexicon]:
+    """The lexicon of the group a stage runs on, built on first call."""
+    return lambda: corpus_lexicon(ctx.services.store, ctx.group)
 
 
 def answer_not_found(state: QueryState, ctx: StageContext, reason: str) -> None:
@@ -187,7 +355,7 @@ class NegativeDetection(Stage):
     params: Params
 
     def run(self, state: QueryState, ctx: StageContext) -> None:
-        reason, info = negative_reason(state.question, state.context_evidence, self.params)
+        reason, info = negative_reason(state.question, state.context_evidence, self.params, stage_lexicon(ctx))
         ctx.stats.update(info)
         if reason is None:
             ctx.stats["negative"] = False
@@ -263,7 +431,7 @@ class Extractive(Stage):
         if _already_negative(state, ctx):
             return
         evidence = state.context_evidence
-        reason, info = negative_reason(state.question, evidence, self.params)
+        reason, info = negative_reason(state.question, evidence, self.params, stage_lexicon(ctx))
         ctx.stats.update(info)
         if reason is not None:
             answer_not_found(state, ctx, reason)
@@ -434,7 +602,7 @@ class LLMSynthesis(Stage):
             return
         p = self.params
         evidence = state.context_evidence
-        reason, info = negative_reason(state.question, evidence, p)
+        reason, info = negative_reason(state.question, evidence, p, stage_lexicon(ctx))
         ctx.stats.update(info)
         if reason is not None:
             answer_not_found(state, ctx, reason)

@@ -9,6 +9,8 @@ import pytest
 from graphroute.core.apps.cli.main import cli_app
 from typer.testing import CliRunner
 
+from .conftest import PASSAGES
+
 ABLATION_ROUTE = """\
 name: bench_ablation_test
 stages:
@@ -106,3 +108,19 @@ def test_unanswerable_question_counts_for_negative_pass(cli: CliRunner, env: lis
     # no query term is in the corpus: bm25 finds nothing and the route answers "not found"
     assert rec["negative"] is True
     assert data["routes"]["bm25"]["negative_pass"] == 1.0
+
+
+def test_bench_prints_answerable_and_unanswerable_side_by_side(cli: CliRunner, env: list[str], tmp_path: Path) -> None:
+    bank = tmp_path / "mixed.jsonl"
+    rows = [{"id": "hg", "question": "Which element has the symbol Hg?", "answer": "Mercury", "gold": [PASSAGES[3]]},
+            {"id": "n1", "question": "zzqx wvvy", "answerable": False}]
+    bank.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    args = list(env)
+    args[1] = str(bank)
+    res = cli.invoke(cli_app(), ["bench", *args, "-r", "bm25", "--out", str(tmp_path / "rep")])
+    assert res.exit_code == 0, res.output
+    assert "answerable vs unanswerable" in res.stdout
+    row = next(line for line in res.stdout.splitlines()[::-1] if "bm25" in line)
+    # answerable 1, R@5 1.0, containment 1.0, false_negative 0, unanswerable 1, negative_pass 1.0
+    assert [c.strip() for c in row.split("│")[2:8]] == ["1", "1.000", "1.000", "0.000", "1", "1.000"]
+    assert "## Answerable and unanswerable questions" in (tmp_path / "rep" / "report.md").read_text()

@@ -190,8 +190,10 @@ def test_injection_strings_are_stored_and_returned_verbatim(indexed: Indexed) ->
 
     result = indexed.gr.query(indexed.question, route="route1s_sentence", group=a)
     assert result.question == indexed.question
-    hit = [c for c in result.citations if c.document == indexed.title]
-    assert hit, [c.document for c in result.citations]
+    # the evidence, not the answer: the injection words are names the corpus never uses, so
+    # the route may answer "not found" - the documents and sections must still be found
+    hit = [c for c in result.evidence if c.document == indexed.title]
+    assert hit, [c.document for c in result.evidence]
     assert any(c.section_path.endswith(indexed.sections[0]) or c.section_path.endswith(indexed.sections[1]) for c in hit)
 
     for route in ("route2_local", "route5_unified"):  # NER seeds and PPR see the raw question
@@ -239,6 +241,6 @@ def test_http_upload_titles_and_questions_round_trip_verbatim(tmp_path: Path) ->
         assert r.status_code == 200, r.text
         body = r.json()
         assert body["question"] == question and body["group"] == group
-        assert titles[0] in {c["document"] for c in body["citations"]}
+        assert titles[0] in {e["document"] for e in body["evidence"]}
     assert not marker.exists()
     gr.close()

@@ -302,10 +302,13 @@ def score_record(q: Question, result: QueryResult, ranked: Sequence[int]) -> dic
         rec[f"recall@{k}"] = M.recall_at_k(ranked, q.gold, k)
     rec["signal_rank"] = rank
     answers = q.answers
-    rec["containment"] = M.contains_answer(result.context, answers) if answers and q.answerable else None
+    # an answerable question answered "not found" lost its answer, whatever the context held
+    contained = not result.negative and M.contains_answer(result.context, answers)
+    rec["containment"] = contained if answers and q.answerable else None
     rec["em"] = M.exact_match(result.answer, answers) if answers and q.answerable else None
     rec["f1"] = M.f1_score(result.answer, answers) if answers and q.answerable else None
     rec["negative"] = result.negative
+    rec["negative_pass"] = None if q.answerable else float(result.negative)
     rec["answer"] = result.answer
     rec["context_tokens"] = context_tokens(result)
     rec["chunks"] = len(result.evidence)
@@ -330,13 +333,14 @@ def _r(value: float | None, nd: int = 4) -> float | None:
 
 def aggregate(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Per-variant metrics from per-question records (see docs/benchmarking.md)."""
-    with_gold = [r for r in records if r["gold"]]
+    with_gold = [r for r in records if r["gold"] and r["answerable"]]  # recall: answerable questions only
     ranks = [r["signal_rank"] for r in with_gold]
     found = [x for x in ranks if x is not None]
     latencies = [float(r["latency_ms"]) for r in records]
     negatives = [bool(r["negative"]) for r in records]
     answerable = [bool(r["answerable"]) for r in records]
-    out: dict[str, Any] = {"questions": len(records)}
+    out: dict[str, Any] = {"questions": len(records), "answerable": sum(answerable),
+                           "unanswerable": len(records) - sum(answerable)}
     for k in RECALL_KS:
         out[f"recall@{k}"] = _r(M.mean(r[f"recall@{k}"] for r in with_gold))
     out["signal_rank"] = _r(M.mean(found), 3)
@@ -434,64 +438,80 @@ def bench_json(runner: BenchRunner, runs: Sequence[VariantRun]) -> dict[str, Any
 # --------------------------------------------------------------------------- A/B
 
 
+VERDICTS = ("KEEP", "REVERT", "SAME")
+
+
 @dataclass
 class VerdictRule:
-    """KEEP B over A only when nothing that matters regressed and something improved.
+    """KEEP B over A when nothing that matters regressed and something improved; SAME when
+    nothing moved; REVERT otherwise.
 
     Guards (all must hold): recall@5 and containment drop by at most ``tolerance``, negative
-    pass does not drop, F1 drops by at most ``f1_tolerance``. Gains (at least one): F1
-    rises by at least ``min_f1_gain``, recall@5 rises by more than ``tolerance``, or context
-    tokens fall by at least ``min_token_cut``. The reference's sequential experiment read
-    this way: a stage that cut tokens 8-27% at flat F1 was kept, one that lost containment
-    or added tokens without recovering anything was reverted; a change with no measurable
-    gain is reverted (it only adds latency)."""
+    pass does not drop, false negatives (answerable questions answered "not found") rise by
+    at most ``tolerance``, F1 drops by at most ``f1_tolerance``. Gains (at least one for
+    KEEP): F1 rises by at least ``min_f1_gain``; recall@5, containment or negative pass rise
+    by more than ``tolerance``; context tokens fall by at least ``min_token_cut``; p50
+    latency falls by at least ``min_speed_gain`` (a speed gain at equal quality). Without a
+    gain, B is REVERTed when it costs more (tokens or p50 latency up by those same shares)
+    and is the SAME quality otherwise. The reference's sequential experiment read this way:
+    a stage that cut tokens 8-27% at flat F1 was kept, one that lost containment or added
+    tokens without recovering anything was reverted."""
 
     tolerance: float = 0.01
     f1_tolerance: float = 0.01
     min_f1_gain: float = 0.005
     min_token_cut: float = 0.05
+    min_speed_gain: float = 0.10
 
     def describe(self) -> str:
         return (
-            f"KEEP when recall@5 and containment drop by <= {self.tolerance}, negative_pass does not drop "
-            f"and f1 drops by <= {self.f1_tolerance}, AND f1 rises by >= {self.min_f1_gain} or recall@5 rises "
-            f"by > {self.tolerance} or context tokens fall by >= {self.min_token_cut:.0%}; otherwise REVERT"
+            f"KEEP when recall@5 and containment drop by <= {self.tolerance}, negative_pass does not drop, "
+            f"false_negative rises by <= {self.tolerance} and f1 drops by <= {self.f1_tolerance}, AND f1 rises "
+            f"by >= {self.min_f1_gain} or recall@5, containment or negative_pass rise by > {self.tolerance} or "
+            f"context tokens fall by >= {self.min_token_cut:.0%} or p50 latency falls by >= {self.min_speed_gain:.0%}; "
+            f"without a gain REVERT when tokens or p50 latency rise by those shares, else SAME (same quality)"
         )
 
     def decide(self, a: dict[str, Any], b: dict[str, Any]) -> tuple[str, list[str]]:
-        """("KEEP" | "REVERT", reasons)."""
+        """("KEEP" | "REVERT" | "SAME", reasons)."""
 
         def d(key: str) -> float:
             va, vb = a.get(key), b.get(key)
             return 0.0 if va is None or vb is None else float(vb) - float(va)
 
+        def rel(key: str) -> float | None:
+            """Relative change of a cost (tokens, latency); None when A has none."""
+            va, vb = a.get(key), b.get(key)
+            return None if not va or vb is None else (float(vb) - float(va)) / float(va)
+
         reasons: list[str] = []
-        ok = True
-        if d("recall@5") < -self.tolerance:
-            ok = False
-            reasons.append(f"recall@5 dropped {d('recall@5'):+.4f}")
-        if d("containment") < -self.tolerance:
-            ok = False
-            reasons.append(f"containment dropped {d('containment'):+.4f}")
-        if d("negative_pass") < -1e-9:
-            ok = False
-            reasons.append(f"negative_pass dropped {d('negative_pass'):+.4f}")
-        if d("f1") < -self.f1_tolerance:
-            ok = False
-            reasons.append(f"f1 dropped {d('f1'):+.4f}")
+        for key, limit in (("recall@5", self.tolerance), ("containment", self.tolerance),
+                           ("negative_pass", 1e-9), ("f1", self.f1_tolerance)):
+            if d(key) < -limit:
+                reasons.append(f"{key} dropped {d(key):+.4f}")
+        if d("false_negative") > self.tolerance:
+            reasons.append(f"false_negative rose {d('false_negative'):+.4f}")
+        if reasons:
+            return "REVERT", reasons
         gains: list[str] = []
         if d("f1") >= self.min_f1_gain:
             gains.append(f"f1 {d('f1'):+.4f}")
-        if d("recall@5") > self.tolerance:
-            gains.append(f"recall@5 {d('recall@5'):+.4f}")
-        ta, tb = a.get("context_tokens_mean"), b.get("context_tokens_mean")
-        if ta and tb is not None and (ta - tb) / ta >= self.min_token_cut:
-            gains.append(f"tokens {(tb - ta) / ta:+.1%}")
-        if ok and gains:
-            return "KEEP", gains
-        if ok:
-            reasons.append("no gain (f1, recall@5 and tokens within tolerance)")
-        return "REVERT", reasons
+        for key in ("recall@5", "containment", "negative_pass"):
+            if d(key) > self.tolerance:
+                gains.append(f"{key} {d(key):+.4f}")
+        costs: list[str] = []
+        for key, name, share in (("context_tokens_mean", "tokens", self.min_token_cut),
+                                 ("latency_ms_p50", "p50 latency", self.min_speed_gain)):
+            r = rel(key)
+            if r is not None and r <= -share:
+                gains.append(f"{name} {r:+.1%}")
+            elif r is not None and r >= share:
+                costs.append(f"{name} {r:+.1%}")
+        if gains:
+            return "KEEP", gains + [f"(cost: {c})" for c in costs]
+        if costs:
+            return "REVERT", [f"no gain, {c}" for c in costs]
+        return "SAME", ["same quality: no metric moved beyond its threshold"]
 
 
 def _wlt(a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]], key: str, eps: float = 1e-9) -> dict[str, Any]:
@@ -514,8 +534,17 @@ def _wlt(a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]], key: str, eps
     return {"wins": wins, "losses": losses, "ties": ties, "changed": moved}
 
 
+PER_QUESTION_KEYS = ("f1", "recall@5", "containment", "negative_pass")
+
+
+def per_question_wlt(a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Wins/losses/ties of B against A, per question, on each of :data:`PER_QUESTION_KEYS`
+    (``negative_pass`` counts unanswerable questions only)."""
+    return {key: _wlt(a, b, key) for key in PER_QUESTION_KEYS}
+
+
 def compare(a: VariantRun, b: VariantRun, rule: VerdictRule | None = None) -> dict[str, Any]:
-    """Per-question wins/losses/ties (B vs A) on f1 and recall@5, metric deltas, verdict."""
+    """Per-question wins/losses/ties (B vs A), metric deltas, verdict."""
     rule = rule or VerdictRule()
     deltas: dict[str, float | None] = {}
     for key, va in a.metrics.items():
@@ -529,10 +558,7 @@ def compare(a: VariantRun, b: VariantRun, rule: VerdictRule | None = None) -> di
         "a": {"label": a.variant.label, **a.variant.describe(), "metrics": a.metrics},
         "b": {"label": b.variant.label, **b.variant.describe(), "metrics": b.metrics},
         "deltas": deltas,
-        "per_question": {
-            "f1": _wlt(a.per_question, b.per_question, "f1"),
-            "recall@5": _wlt(a.per_question, b.per_question, "recall@5"),
-        },
+        "per_question": per_question_wlt(a.per_question, b.per_question),
         "verdict": verdict,
         "reasons": reasons,
         "rule": rule.describe(),
@@ -580,8 +606,8 @@ def ablate(
     progress: bool = True,
 ) -> dict[str, Any]:
     """The reference's sequential experiment: every toggleable stage off, then each one
-    enabled in route order, measured, KEEP or REVERT against the current kept state;
-    a reverted stage stays off for the steps after it."""
+    enabled in route order, measured, KEEP, REVERT or SAME against the current kept state;
+    only a KEEP stays on for the steps after it (a SAME stage buys nothing measurable)."""
     rule = rule or VerdictRule()
     toggles, required = ablation_plan(runner, route, base)
     candidates = [s for s in toggles if s not in required]
@@ -599,16 +625,14 @@ def ablate(
             "step": i, "stage": sid, "label": trial.variant.label, "metrics": trial.metrics,
             "verdict": verdict, "reasons": reasons,
             "enabled": sorted(k for k, v in trial_state.items() if v),
-            "per_question": {
-                "f1": _wlt(current.per_question, trial.per_question, "f1"),
-                "recall@5": _wlt(current.per_question, trial.per_question, "recall@5"),
-            },
+            "per_question": per_question_wlt(current.per_question, trial.per_question),
         })
         if verdict == "KEEP":
             state = trial_state
             current = trial
     kept = [s for s in candidates if state[s]]
-    reverted = [s for s in candidates if not state[s]]
+    same = [st["stage"] for st in steps[1:] if st["verdict"] == "SAME"]
+    reverted = [s for s in candidates if not state[s] and s not in same]
     return {
         "route": route,
         "rule": rule.describe(),
@@ -617,6 +641,7 @@ def ablate(
         "steps": steps,
         "kept": kept,
         "reverted": reverted,
-        "final_overrides": [f"--disable {s}" for s in reverted] + [f"--enable {s}" for s in kept],
+        "same": same,
+        "final_overrides": [f"--disable {s}" for s in [*reverted, *same]] + [f"--enable {s}" for s in kept],
         "final_metrics": current.metrics,
     }

@@ -35,6 +35,7 @@ EnableOpt = Annotated[list[str] | None, typer.Option("--enable", help="switch a 
 TolOpt = Annotated[float, typer.Option("--tolerance", min=0.0, help="verdict: allowed drop of recall@5 and containment")]
 F1TolOpt = Annotated[float, typer.Option("--f1-tolerance", min=0.0, help="verdict: allowed drop of f1")]
 TokenCutOpt = Annotated[float, typer.Option("--min-token-cut", min=0.0, max=1.0, help="verdict: relative token cut that counts as a gain")]
+SpeedGainOpt = Annotated[float, typer.Option("--min-speed-gain", min=0.0, max=1.0, help="verdict: relative p50 latency cut that counts as a gain")]
 
 
 def _load(questions: Path, corpus: Path, limit: int | None) -> Any:
@@ -104,7 +105,7 @@ def bench(
 ) -> None:
     """Index a corpus (cached by content hash) and measure routes on its questions."""
     from graphroute.core.apps.bench.bench import bench_json
-    from graphroute.core.apps.bench.report import SUMMARY_COLUMNS, write_bench
+    from graphroute.core.apps.bench.report import NEGATIVE_COLUMNS, SUMMARY_COLUMNS, write_bench
 
     ov = overrides_from_cli(set_ or [], disable or [], enable or [])
     variants = _variants_for(route, ov)
@@ -124,6 +125,8 @@ def bench(
         print(json.dumps(data, indent=2, ensure_ascii=False))
         return
     out.print(_metrics_table(f"bench: {data['dataset']['name']}", data["routes"], SUMMARY_COLUMNS))
+    if data["dataset"].get("unanswerable"):
+        out.print(_metrics_table("answerable vs unanswerable", data["routes"], NEGATIVE_COLUMNS))
     _print_llm(data["routes"])
 
 
@@ -158,6 +161,7 @@ def ab(
     tolerance: TolOpt = 0.01,
     f1_tolerance: F1TolOpt = 0.01,
     min_token_cut: TokenCutOpt = 0.05,
+    min_speed_gain: SpeedGainOpt = 0.10,
 ) -> None:
     """Compare two routes (or one route and its --b-* overrides): wins/losses, deltas, verdict."""
     from graphroute.core.apps.bench.bench import Variant, VerdictRule, compare, overrides_for
@@ -182,7 +186,8 @@ def ab(
     label_a = f"A:{route_a}"
     label_b = f"B:{route_b}" + ("" if b_only.is_empty() else "*")
     va, vb = Variant(label_a, route_a, a_ov), Variant(label_b, route_b, b_ov)
-    rule = VerdictRule(tolerance=tolerance, f1_tolerance=f1_tolerance, min_token_cut=min_token_cut)
+    rule = VerdictRule(tolerance=tolerance, f1_tolerance=f1_tolerance, min_token_cut=min_token_cut,
+                       min_speed_gain=min_speed_gain)
     dataset = _load(questions, corpus, limit)
     runner = _runner(dataset, store, profile)
     try:
@@ -226,14 +231,16 @@ def ablate(
     tolerance: TolOpt = 0.01,
     f1_tolerance: F1TolOpt = 0.01,
     min_token_cut: TokenCutOpt = 0.05,
+    min_speed_gain: SpeedGainOpt = 0.10,
 ) -> None:
-    """Sequential ablation: all toggleable stages off, then each enabled in order, KEEP or REVERT."""
+    """Sequential ablation: all toggleable stages off, then each enabled in order, KEEP, REVERT or SAME."""
     from graphroute.core.apps.bench.bench import VerdictRule
     from graphroute.core.apps.bench.bench import ablate as run_ablation
     from graphroute.core.apps.bench.report import ablate_markdown, ablate_rows, write_doc
 
     base = overrides_from_cli(set_ or [], disable or [], enable or [])
-    rule = VerdictRule(tolerance=tolerance, f1_tolerance=f1_tolerance, min_token_cut=min_token_cut)
+    rule = VerdictRule(tolerance=tolerance, f1_tolerance=f1_tolerance, min_token_cut=min_token_cut,
+                       min_speed_gain=min_speed_gain)
     dataset = _load(questions, corpus, limit)
     runner = _runner(dataset, store, profile)
     try:
@@ -255,7 +262,8 @@ def ablate(
         t.add_row(*(fmt(v) for v in row))
     out.print(t)
     out.print(f"required (kept on): {', '.join(result['required']) or 'none'}", highlight=False)
-    out.print(f"kept: {', '.join(result['kept']) or 'none'}; reverted: {', '.join(result['reverted']) or 'none'}", highlight=False)
+    out.print(f"kept: {', '.join(result['kept']) or 'none'}; reverted: {', '.join(result['reverted']) or 'none'}; "
+              f"same quality (left off): {', '.join(result['same']) or 'none'}", highlight=False)
     out.print(f"[dim]rule: {result['rule']}[/]", highlight=False)
 
 

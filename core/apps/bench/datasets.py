@@ -6,8 +6,8 @@ Two question formats are read (see docs/benchmarking.md):
   answer_aliases, paragraphs: [{title, paragraph_text, is_supporting}], answerable}``; the
   gold passages are the ``is_supporting`` paragraphs.
 * **JSONL**, one question per line: ``{"id", "question", "answer", "aliases",
-  "gold": [{"title", "text"} | "title"], "answerable"}``; every key but ``question`` is
-  optional.
+  "gold": [{"title", "text"} | "title"], "answerable", "type", "hops"}``; every key but
+  ``question`` is optional (``type`` and ``hops`` are kept as question metadata).
 
 Corpora are a JSON list (or JSONL) of ``{"title", "text"}``. Each corpus entry is one
 passage; a question's gold references are resolved to corpus entries by title AND text
@@ -197,6 +197,7 @@ def _parse_simple(rec: dict[str, Any], i: int, index: _GoldIndex) -> tuple[Quest
         answers=answers,
         gold=gold,
         answerable=answerable,
+        metadata={k: rec[k] for k in ("type", "hops") if k in rec},
     )
     return q, missing
 

@@ -19,6 +19,11 @@ SUMMARY_COLUMNS = (
     "em", "f1", "negative_pass", "context_tokens_mean", "chunks_mean", "latency_ms_p50",
     "latency_ms_p95", "index_seconds",
 )
+# answerable and unanswerable questions side by side (printed when a bank has unanswerable ones):
+# recall and containment count answerable questions only, negative_pass unanswerable ones only
+NEGATIVE_COLUMNS = (
+    "answerable", "recall@5", "containment", "false_negative", "unanswerable", "negative_pass",
+)
 ABLATE_COLUMNS = ("containment", "f1", "recall@5", "chunks_mean", "context_tokens_mean", "latency_ms_p50", "negative_pass")
 
 
@@ -70,6 +75,17 @@ def bench_markdown(data: dict[str, Any], plots: Sequence[str] = ()) -> str:
         table(["route", *SUMMARY_COLUMNS], summary_rows(data["routes"])),
         "",
     ]
+    if ds.get("unanswerable"):
+        parts += [
+            "## Answerable and unanswerable questions",
+            "",
+            "Recall and containment count the answerable questions only (a \"not found\" answer "
+            "contains nothing); negative_pass is the share of unanswerable questions answered "
+            "\"not found\", false_negative the share of answerable ones.",
+            "",
+            table(["route", *NEGATIVE_COLUMNS], summary_rows(data["routes"], NEGATIVE_COLUMNS)),
+            "",
+        ]
     variants = data.get("variants") or {}
     if any(len(v) > 1 for v in variants.values()):
         parts += ["Overrides:", ""]
@@ -250,8 +266,9 @@ def ablate_markdown(result: dict[str, Any]) -> str:
     parts = [
         f"# Ablation: {result['route']}",
         "",
-        "Every toggleable stage off, then each enabled in route order; a REVERTed stage stays off "
-        "for the following steps (the reference's sequential KEEP/REVERT experiment).",
+        "Every toggleable stage off, then each enabled in route order; only a KEEP stays on for the "
+        "following steps, a REVERT or SAME (same quality) stage stays off (the reference's sequential "
+        "KEEP/REVERT experiment).",
         "",
         f"Rule: {result['rule']}",
         "",
@@ -259,7 +276,8 @@ def ablate_markdown(result: dict[str, Any]) -> str:
         "",
         table(["step", "stage", *ABLATE_COLUMNS, "verdict"], ablate_rows(result)),
         "",
-        f"Kept: {', '.join(result['kept']) or 'none'}; reverted: {', '.join(result['reverted']) or 'none'}",
+        f"Kept: {', '.join(result['kept']) or 'none'}; reverted: {', '.join(result['reverted']) or 'none'}; "
+        f"same quality (left off): {', '.join(result.get('same', [])) or 'none'}",
         "",
         f"Final overrides: `{' '.join(result['final_overrides'])}`",
         "",

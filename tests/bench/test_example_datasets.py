@@ -1,0 +1,80 @@
+"""The benchmark sets shipped in examples/datasets: the Larkspur handbook corpus and the
+script that makes the MuSiQue negatives set."""
+
+from __future__ import annotations
+
+import importlib.util
+from collections import Counter
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from graphroute.core.apps.bench.datasets import load_dataset
+from graphroute.core.apps.bench.metrics import contains_answer
+
+ROOT = Path(__file__).resolve().parents[2] / "examples" / "datasets"
+MUSIQUE = Path("/work/shared/datasets/musique")
+
+
+def test_larkspur_loads_and_every_answer_is_in_a_gold_document() -> None:
+    folder = ROOT / "larkspur"
+    ds = load_dataset(folder / "questions.json", folder / "corpus.json")
+    assert sum(f.stat().st_size for f in folder.iterdir()) < 1_000_000
+    assert len(ds.corpus) == 61 and ds.unresolved_gold == 0
+    kinds = Counter(q.metadata["type"] for q in ds.questions)
+    assert kinds == {"single": 69, "multi": 38, "off_topic": 12, "near_miss": 22}
+    for q in ds.questions:
+        if q.answerable:
+            assert q.gold and q.answers, q.id
+            assert any(contains_answer(ds.corpus[i].text, q.answers) for i in q.gold), q.id
+            assert (len(q.gold) >= 2) == (q.metadata["type"] == "multi"), q.id
+        else:
+            assert not q.gold and not q.answers, q.id
+    assert len({q.question for q in ds.questions}) == len(ds.questions)
+
+
+def _script() -> ModuleType:
+    path = ROOT / "musique_negatives" / "make_negatives.py"
+    spec = importlib.util.spec_from_file_location("make_negatives", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _q(qid: str, *titles: str) -> dict[str, Any]:
+    return {"id": qid, "question": f"q {qid}?", "answer": "a",
+            "paragraphs": [{"title": t, "paragraph_text": f"text of {t}", "is_supporting": True} for t in titles]}
+
+
+def test_split_keeps_questions_sharing_a_passage_on_one_side() -> None:
+    make = _script()
+    questions = [_q("a", "P1", "P2"), _q("b", "P2", "P3"), _q("c", "P4"), _q("d", "P5"), _q("e", "P6"), _q("f", "P7")]
+    chosen = make.split(questions, 0.5)
+    assert len(chosen) <= 3
+    assert ("a" in chosen) == ("b" in chosen)  # linked by P2
+    assert chosen == make.split(list(reversed(questions)), 0.5)  # file order does not matter
+
+
+def test_musique_negatives_remove_exactly_the_unanswerable_supporting_passages(tmp_path: Path) -> None:
+    if not MUSIQUE.is_dir():
+        pytest.skip("musique dataset not present")
+    make = _script()
+    stats = make.make(MUSIQUE, tmp_path / "a")
+    assert stats["unanswerable"] == 50 and stats["questions"] == 100
+    again = make.make(MUSIQUE, tmp_path / "b")
+    assert stats == again
+    for name in ("questions.json", "corpus.json"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+    ds = load_dataset(tmp_path / "a" / "questions.json", tmp_path / "a" / "corpus.json")
+    assert ds.unresolved_gold == 0  # every answerable question keeps all its passages
+    full = load_dataset(MUSIQUE / "questions.json", MUSIQUE / "corpus.json")
+    kept = {(p.title, p.text.strip()) for p in ds.corpus}
+    for q, orig in zip(ds.questions, full.questions, strict=True):
+        gold = {(full.corpus[i].title, full.corpus[i].text.strip()) for i in orig.gold}
+        if q.answerable:
+            assert gold <= kept and len(q.gold) == len(orig.gold)
+        else:
+            assert not gold & kept and not q.gold
+    assert len(full.corpus) - len(ds.corpus) == stats["removed_passages"]

@@ -1,0 +1,97 @@
+"""The "not found" rules on hand-made inputs: names the corpus never mentions, and the share
+of the question's IDF-weighted terms the context covers."""
+
+from __future__ import annotations
+
+import pytest
+from graphroute.core.api.models import Evidence
+from graphroute.plugins.synthesizers.builtin import (
+    CorpusLexicon,
+    NegativeFloor,
+    content_terms,
+    negative_reason,
+    question_names,
+    term_coverage,
+)
+
+CORPUS = [
+    "Travel requests are approved by the employee's line manager.",
+    "Hollins Freight plc signed the subscription agreement on 1 April 2023.",
+    "The Bristol office is open from 07:00 to 20:00. Gdańsk has a smaller office.",
+    "Aschenbrödel is a ballet by Johann Strauss II.",
+    "Annual leave is 27 days. Leave requests are approved in Meadow.",
+    "The travel agency Roamwise books flights for employees.",
+]
+LEX = CorpusLexicon.build(CORPUS)
+
+
+def ev(text: str, score: float = 1.0) -> Evidence:
+    return Evidence(id=text[:8], text=text, score=score, document="d", document_id="d")
+
+
+@pytest.mark.parametrize("question, names", [
+    ("Who approves travel requests?", []),
+    ("Who won the 2018 FIFA World Cup?", [("fifa", "world", "cup")]),
+    ("What is the capital of France?", [("france",)]),
+    ("Who wrote Pride and Prejudice?", [("pride", "prejudice")]),
+    ("Who is the wife of Kim Jong-chul?", [("kim", "jong", "chul")]),
+    ("In what county is the city where Harris W. Fawell was born?", [("harri", "fawell")]),
+    ("When does the lease of the Gdańsk office end?", [("gdansk",)]),
+    ("Humboldt Peak, in the state where Silverton is located, is part of what range?", [("peak",), ("silverton",)]),
+])
+def test_question_names_are_capitalised_runs_after_the_first_word(question: str, names: list[tuple[str, ...]]) -> None:
+    assert question_names(question) == names
+
+
+def test_terms_fold_accents_and_drop_stopwords_before_singularising() -> None:
+    assert content_terms("Does this Gdańsk office?") == {"gdansk", "office"}
+    assert "aschenbrodel" in content_terms("Aschenbrödel")
+
+
+def test_names_must_occur_together_in_one_passage() -> None:
+    assert LEX.has_together(("hollin", "freight"))
+    assert LEX.has_together(("gdansk",))
+    assert not LEX.has_together(("bristol", "gdansk", "hollin"))  # each known, never together
+    assert not LEX.has_together(("france",))
+    # a spelling variant of a long word counts (a typo, a transliteration); a short one does not
+    assert LEX.has_together(("aschenbrodl",))
+    assert not LEX.has_together(("meadw",))
+
+
+def test_idf_weights_rare_and_unknown_terms_most() -> None:
+    assert LEX.idf("france") > LEX.idf("hollin") > LEX.idf("approved")
+    assert LEX.passages == len(CORPUS)
+
+
+def test_term_coverage_is_idf_weighted() -> None:
+    # every term of the question is in the text
+    assert term_coverage("Who approves travel requests?", [CORPUS[0]], LEX) < 1.0  # "approves" != "approved"
+    assert term_coverage("travel requests approved", [CORPUS[0]], LEX) == pytest.approx(1.0)
+    # the rare, unknown term weighs more than the common one that is covered
+    partial = term_coverage("travel requests to France", [CORPUS[0]], LEX)
+    assert 0.0 < partial < 0.5
+    assert term_coverage("", [CORPUS[0]], LEX) == 1.0
+
+
+def test_negative_reason_name_not_in_corpus() -> None:
+    floor = NegativeFloor(names_in_corpus=True)
+    reason, info = negative_reason("What is the capital of France?", [ev(CORPUS[0])], floor, lambda: LEX)
+    assert reason == "name_not_in_corpus" and info["names_not_in_corpus"] == ["france"]
+    reason, _ = negative_reason("When did Hollins Freight sign the agreement?", [ev(CORPUS[1])], floor, lambda: LEX)
+    assert reason is None
+
+
+def test_negative_reason_term_coverage_reads_the_first_blocks_only() -> None:
+    floor = NegativeFloor(min_term_coverage=0.5, coverage_blocks=1)
+    q = "When did Hollins Freight sign the subscription agreement?"
+    reason, info = negative_reason(q, [ev(CORPUS[0]), ev(CORPUS[1])], floor, lambda: LEX)
+    assert reason == "below_min_term_coverage" and info["term_coverage"] < 0.5
+    reason, info = negative_reason(q, [ev(CORPUS[1]), ev(CORPUS[0])], floor, lambda: LEX)
+    assert reason is None and info["term_coverage"] >= 0.5
+
+
+def test_lexicon_is_not_built_when_the_checks_are_off() -> None:
+    def fail() -> CorpusLexicon:
+        raise AssertionError("the lexicon was built")
+
+    assert negative_reason("What is the capital of France?", [ev(CORPUS[0])], NegativeFloor(), fail)[0] is None
