@@ -34,6 +34,7 @@ BUILTIN_PACKAGE = "graphroute.plugins"
 DEFAULT_PLUGINS: tuple[str, ...] = (
     # index side
     "graphroute.plugins.loaders.files",
+    "graphroute.plugins.loaders.pdf",
     "graphroute.plugins.segmenters.spacy_segmenter",
     "graphroute.plugins.embedders.local",
     "graphroute.plugins.embedders.remote",

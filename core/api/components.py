@@ -45,6 +45,23 @@ class Component:
 # --------------------------------------------------------------------------- loading
 
 
+@dataclass(frozen=True, slots=True)
+class TextBox:
+    """A run of a block's text and the rectangle it occupies on one page.
+
+    ``start``/``end`` are character offsets into ``Block.text``; for a table block they are
+    the row's index in ``Block.rows`` and that index plus one (a linearised row has no
+    characters of its own in the source)."""
+
+    start: int
+    end: int
+    page: int
+    x0: float
+    top: float
+    x1: float
+    bottom: float
+
+
 @dataclass
 class Block:
     """One structural block of a loaded document, in reading order.
@@ -52,7 +69,10 @@ class Block:
     ``kind`` is one of: ``heading`` (with ``level``), ``paragraph``, ``table`` (with
     ``rows``: the first row is the header), ``title``, ``kvp``, ``page_header``. Only
     paragraphs and table rows become sentences; the rest is metadata (skeleton reference,
-    "content taxonomy").
+    "content taxonomy"). ``boxes`` is where the text sits on its page(s), for formats laid
+    out on pages (PDF): runs of ``text`` (a table: rows) in reading order with their
+    rectangles (:mod:`graphroute.core.lib.layout`); sentences cut from the block get the boxes
+    of the lines they span.
     """
 
     kind: str
@@ -60,6 +80,7 @@ class Block:
     level: int = 0
     page: int | None = None
     rows: list[list[str]] | None = None
+    boxes: list[TextBox] | None = None
 
 
 @dataclass
