@@ -108,7 +108,7 @@ class ParagraphPlan:
     section: SectionPlan
     text: str
     page: int | None
-    kind: str  # "paragraph" | "table"
+    kind: str  # "paragraph" | "figure_caption" | "table"
     rows: list[str] = field(default_factory=list)  # linearised table rows (tables only)
     boxes: list[TextBox] = field(default_factory=list)  # runs of ``text`` on the page (PDF)
 
@@ -124,7 +124,7 @@ class DocumentPlan:
     metadata: dict[str, Any]
 
     def texts_to_segment(self) -> list[str]:
-        return [p.text for p in self.paragraphs if p.kind == "paragraph"]
+        return [p.text for p in self.paragraphs if p.kind != "table"]
 
 
 def plan_document(doc: SourceDocument, doc_id: str | None = None) -> DocumentPlan:
@@ -149,9 +149,9 @@ def plan_document(doc: SourceDocument, doc_id: str | None = None) -> DocumentPla
             )
             sections.append(sec)
             stack.append(sec)
-        elif b.kind == "paragraph" and b.text.strip():
+        elif b.kind in ("paragraph", "figure_caption") and b.text.strip():
             paragraphs.append(ParagraphPlan(
-                section=current, text=b.text.strip(), page=b.page, kind="paragraph", boxes=paragraph_boxes(b.text, b.boxes),
+                section=current, text=b.text.strip(), page=b.page, kind=b.kind, boxes=paragraph_boxes(b.text, b.boxes),
             ))
         elif b.kind == "table" and b.rows:
             rows = [[c or "" for c in r] for r in b.rows]
@@ -219,7 +219,9 @@ def _words(text: str) -> int:
     return len(text.split())
 
 
-def _refine_spans(text: str, spans: Sequence[tuple[int, int]], limits: ParseLimits, stats: dict[str, int]) -> list[_Sent]:
+def _refine_spans(
+    text: str, spans: Sequence[tuple[int, int]], limits: ParseLimits, stats: dict[str, int], source: str = "paragraph"
+) -> list[_Sent]:
     """Hard-cut over-long sentences, drop noise, merge fragments into a neighbour."""
     sents: list[_Sent] = []
     for a, b in spans:
@@ -227,9 +229,9 @@ def _refine_spans(text: str, spans: Sequence[tuple[int, int]], limits: ParseLimi
         if _words(piece) > limits.chunk_max_tokens:
             stats["hard_cut"] += 1
             for m in _word_windows(piece, limits.chunk_max_tokens):
-                sents.append(_Sent(a + m[0], a + m[1], MERGED_CONFIDENCE, "paragraph"))
+                sents.append(_Sent(a + m[0], a + m[1], MERGED_CONFIDENCE, source))
         else:
-            sents.append(_Sent(a, b, 1.0, "paragraph"))
+            sents.append(_Sent(a, b, 1.0, source))
     kept: list[_Sent] = []
     for s in sents:
         if is_noise(text[s.start : s.end]):
@@ -290,7 +292,7 @@ def build_skeleton(
                 sents.append(_Sent(pos, pos + len(row), 1.0, "table_row"))
                 pos += len(row) + 1
         else:
-            sents = _refine_spans(p.text, next(span_iter), limits, stats)
+            sents = _refine_spans(p.text, next(span_iter), limits, stats, p.kind)
         pieces: list[list[_Sent]] = [[]]
         tokens = 0
         for s in sents:

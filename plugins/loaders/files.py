@@ -15,6 +15,7 @@ only; paragraphs and table rows become sentences.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Iterator
@@ -84,11 +85,24 @@ def normalize_ws(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip()
 
 
-def make_doc(title: str, source: str, blocks: list[Block], hash_basis: str, **metadata: Any) -> SourceDocument:
+def make_doc(
+    title: str, source: str, blocks: list[Block], hash_basis: str = "", *, digest: str | None = None, **metadata: Any
+) -> SourceDocument:
+    """A document whose content hash is ``digest`` (a binary file's :func:`file_md5`), or the
+    hash of ``hash_basis`` (the text a text file was read as)."""
     return SourceDocument(
         title=title.strip() or source, source=source, blocks=blocks,
-        content_hash=content_hash(hash_basis), metadata=dict(metadata),
+        content_hash=digest or content_hash(hash_basis), metadata=dict(metadata),
     )
+
+
+def file_md5(path: Path) -> str:
+    """The MD5 of a file's bytes, read in 1 MB pieces (change detection of binary formats)."""
+    digest = hashlib.md5(usedforsecurity=False)
+    with path.open("rb") as fh:
+        for piece in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(piece)
+    return digest.hexdigest()
 
 
 def require(path: Path, module: str, package: str, extra: str) -> Any:
@@ -106,7 +120,7 @@ def require(path: Path, module: str, package: str, extra: str) -> Any:
 
 
 def ensure_content(path: Path, blocks: list[Block]) -> None:
-    if not any(b.kind in ("paragraph", "table") for b in blocks):
+    if not any(b.kind in ("paragraph", "table", "figure_caption") for b in blocks):
         raise LoaderError(f"{path}: no text content (only headings or markup)")
 
 

@@ -134,7 +134,7 @@ class PdfLoader(Loader):
                         if any(_clean(c) for c in row)
                     ]
                     if kept:
-                        page_tables.append(_Table(float(t.bbox[1]), [r for r, _ in kept], [tuple(map(float, b)) for _, b in kept]))
+                        page_tables.append(_Table(float(t.bbox[1]), [r for r, _ in kept], [(float(b[0]), float(b[1]), float(b[2]), float(b[3])) for _, b in kept]))
                 tables.append(page_tables)
                 body = page
                 for t in found:
@@ -156,7 +156,7 @@ class PdfLoader(Loader):
             title, blocks = promote_title(blocks, humanize_stem(path))
         ensure_content(path, blocks)
         digest = hashlib.md5(raw, usedforsecurity=False).hexdigest()
-        yield make_doc(title, str(path), blocks, digest, pages=len(pages))
+        yield make_doc(title, str(path), blocks, digest=digest, pages=len(pages))
 
     @staticmethod
     def _blocks(pages: list[list[_Line]], tables: list[list[_Table]]) -> list[Block]:
