@@ -54,6 +54,13 @@ from .files import (
 POINTS_PER_INCH = 72.0
 _HEADER_ROLES = {"pageHeader", "pageFooter", "pageNumber"}
 _ELEMENT = re.compile(r"^/(paragraphs|sections|tables|figures)/(\d+)$")
+_BREAKS = re.compile(r"[\r\n\t\f\v]")
+
+
+def _flat(text: str | None) -> str:
+    """An element's content with its line breaks as spaces: same length, so the words'
+    offsets into it still hold."""
+    return _BREAKS.sub(" ", text or "")
 
 
 class AzureDIParams(FileLoaderParams):
@@ -105,9 +112,10 @@ class _Result:
         found in order in the content (a paragraph split over two pages has two spans)."""
         out: list[TextBox] = []
         cursor = 0
+        content = _flat(content)
         full = self.r.content or ""
         for span in spans or []:
-            piece = full[span.offset : span.offset + span.length]
+            piece = _flat(full[span.offset : span.offset + span.length])
             at = content.find(piece, cursor) if piece else -1
             if at < 0:
                 continue
@@ -203,7 +211,7 @@ def blocks_from_result(result: Any) -> tuple[str, list[Block]]:
     for i, p in enumerate(result.paragraphs or []):
         if i in owned:
             continue
-        text = p.content or ""
+        text = _flat(p.content)
         if not text.strip():
             continue
         role = p.role or ""
@@ -230,7 +238,7 @@ def blocks_from_result(result: Any) -> tuple[str, list[Block]]:
         blocks: list[Block] = []
         if t.caption is not None and (t.caption.content or "").strip():
             cap = t.caption
-            blocks.append(Block(kind="paragraph", text=cap.content, page=first_page(cap.bounding_regions), boxes=ix.boxes(cap.content, cap.spans)))
+            blocks.append(Block(kind="paragraph", text=_flat(cap.content), page=first_page(cap.bounding_regions), boxes=ix.boxes(cap.content, cap.spans)))
         if any(any(r) for r in rows):
             blocks.append(Block(
                 kind="table", rows=rows, page=first_page(t.bounding_regions), boxes=row_boxes,
@@ -242,7 +250,7 @@ def blocks_from_result(result: Any) -> tuple[str, list[Block]]:
         cap = fig.caption
         if cap is None or not (cap.content or "").strip():
             continue
-        block = Block(kind="figure_caption", text=cap.content, page=first_page(cap.bounding_regions), boxes=ix.boxes(cap.content, cap.spans))
+        block = Block(kind="figure_caption", text=_flat(cap.content), page=first_page(cap.bounding_regions), boxes=ix.boxes(cap.content, cap.spans))
         items.append((first_offset(cap.spans or fig.spans), 2, [block]))
 
     for kv in result.key_value_pairs or []:
