@@ -116,5 +116,5 @@ def test_workbook_row_limit_names_the_sheet(tmp_path: Path) -> None:
         list(XlsxLoader(XlsxLoader.Params(max_rows=25)).load(p))
     p2 = tmp_path / "renamed.xlsx"
     p2.write_text("not a workbook", encoding="utf-8")
-    with pytest.raises(LoaderError, match="not an Excel .xlsx workbook"):
+    with pytest.raises(LoaderError, match=r"not an Excel \.xlsx workbook"):
         list(XlsxLoader().load(p2))
