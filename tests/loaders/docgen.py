@@ -3,6 +3,7 @@ with (python-docx, openpyxl): a few KB each."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 
@@ -31,7 +32,7 @@ def write_docx(path: Path) -> Path:
     return path
 
 
-def write_xlsx(path: Path, sheets: dict[str, list[list[object]]]) -> Path:
+def write_xlsx(path: Path, sheets: dict[str, Sequence[Sequence[object]]]) -> Path:
     import openpyxl
 
     wb = openpyxl.Workbook()
