@@ -119,6 +119,18 @@ def require(path: Path, module: str, package: str, extra: str) -> Any:
         ) from None
 
 
+def check_zip_package(path: Path, what: str, old: str) -> None:
+    """Refuse a file that is not a zip package (Office Open XML) before its reader tries, with
+    the usual cause: an old binary format under the new extension."""
+    try:
+        with path.open("rb") as fh:
+            magic = fh.read(2)
+    except OSError as exc:
+        raise LoaderError(f"{path}: cannot read file ({exc.strerror or exc})") from None
+    if magic != b"PK":
+        raise LoaderError(f"{path}: not {what} (not a zip package); an old binary {old} must be saved as {path.suffix.lower()} first")
+
+
 def ensure_content(path: Path, blocks: list[Block]) -> None:
     if not any(b.kind in ("paragraph", "table", "figure_caption") for b in blocks):
         raise LoaderError(f"{path}: no text content (only headings or markup)")

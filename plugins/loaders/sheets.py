@@ -31,6 +31,7 @@ from pydantic import Field
 from .files import (
     FileLoaderParams,
     check_size,
+    check_zip_package,
     ensure_content,
     file_md5,
     humanize_stem,
@@ -136,10 +137,7 @@ class XlsxLoader(Loader):
     def load(self, path: Path) -> Iterator[SourceDocument]:
         openpyxl = require(path, "openpyxl", "openpyxl", "xlsx")
         check_size(path, self.params.max_file_mb)
-        with path.open("rb") as fh:
-            magic = fh.read(2)
-        if magic != b"PK":
-            raise LoaderError(f"{path}: not an Excel .xlsx workbook (not a zip package); an old binary .xls must be saved as .xlsx first")
+        check_zip_package(path, "an Excel .xlsx workbook", ".xls")
         blocks: list[Block] = []
         title = ""
         try:

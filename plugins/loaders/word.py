@@ -14,7 +14,6 @@ deletions, nested tables (the outer cell keeps its own paragraphs).
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,7 +26,9 @@ from graphroute.core.hookspecs import hookimpl
 from .files import (
     FileLoaderParams,
     check_size,
+    check_zip_package,
     ensure_content,
+    file_md5,
     humanize_stem,
     make_doc,
     normalize_ws,
@@ -92,9 +93,7 @@ class DocxLoader(Loader):
     def load(self, path: Path) -> Iterator[SourceDocument]:
         docx = require(path, "docx", "python-docx", "docx")
         check_size(path, self.params.max_file_mb)
-        raw = path.read_bytes()
-        if not raw.startswith(b"PK"):
-            raise LoaderError(f"{path}: not a Word .docx file (not a zip package); an old binary .doc must be saved as .docx first")
+        check_zip_package(path, "a Word .docx file", ".doc")
         try:
             document = docx.Document(str(path))
             blocks, title = self._blocks(document)
@@ -112,7 +111,7 @@ class DocxLoader(Loader):
             title, blocks = promote_title(blocks, humanize_stem(path))
         blocks = [Block(kind="kvp", text=k) for k in kvps] + [Block(kind="page_header", text=h) for h in headers] + blocks
         ensure_content(path, blocks)
-        yield make_doc(title, str(path), blocks, digest=hashlib.md5(raw, usedforsecurity=False).hexdigest())
+        yield make_doc(title, str(path), blocks, digest=file_md5(path))
 
     @staticmethod
     def _blocks(document: Any) -> tuple[list[Block], str]:

@@ -1,7 +1,7 @@
 """A folder of documents as people have them - a Word policy with a table, a CSV list, a
-two-sheet workbook and a multi-page PDF - indexed and queried through the command line; the
-PDF citation's page and boxes checked against pdfplumber's own word positions, and the same
-boxes through the Python API and HTTP."""
+two-sheet workbook, a multi-page PDF and one damaged workbook that fails on its own - indexed
+and queried through the command line; the PDF citation's page and boxes checked against
+pdfplumber's own word positions, and the same boxes through the Python API and HTTP."""
 
 from __future__ import annotations
 
@@ -48,13 +48,15 @@ def indexed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "Services": [["Service", "Hourly rate"], ["Chimney sweeping", 75], ["Gutter cleaning", 40]],
     })
     pdf = operations_pdf(docs / "operations.pdf")
+    (docs / "damaged.xlsx").write_bytes(b"PK\x03\x04 a truncated workbook")  # fails alone
     (root / "lean.yaml").write_text(PROFILE, encoding="utf-8")
     env = {"GRAPHROUTE_CACHE": str(root / "cache")}
     store = str(root / "store")
     run = CliRunner().invoke(app, ["index", str(docs), "--store", store, "--group", "g", "--profile", str(root / "lean.yaml"), "--json"], env=env)
     assert run.exit_code == 0, run.output
     report = json.loads(run.stdout[run.stdout.index("{"):])
-    assert report["indexed"] == 4 and report["failed"] == []
+    assert report["indexed"] == 4
+    assert [(Path(f["path"]).name, "unreadable workbook" in f["reason"]) for f in report["failed"]] == [("damaged.xlsx", True)]
     return {"store": store, "env": env, "pdf": pdf}
 
 
