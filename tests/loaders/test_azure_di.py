@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-from graphroute.core.components import LoaderError
-from graphroute.core.skeleton import plan_document
+from graphroute.core.errors import LoaderError
+from graphroute.core.index.skeleton import plan_document
 from graphroute.plugins.loaders.azure_di import AzureDocumentIntelligenceLoader
 
 from tests.indexing.pdfgen import grid_ops, text_ops, write_pdf
@@ -121,7 +121,7 @@ def test_sdk_round_trip_maps_roles_tables_kvps_figures_and_boxes(di: FakeDocumen
 
 def test_profile_selects_the_loader_and_citations_carry_its_boxes(di: FakeDocumentIntelligence, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import pdfplumber
-    from graphroute.core.cli import app
+    from graphroute.core.apps.cli.main import cli_app
     from typer.testing import CliRunner
 
     (tmp_path / "docs").mkdir()
@@ -136,13 +136,13 @@ def test_profile_selects_the_loader_and_citations_carry_its_boxes(di: FakeDocume
     )
     monkeypatch.setenv("GRAPHROUTE_CACHE", str(tmp_path / "cache"))
     store = str(tmp_path / "store")
-    run = CliRunner().invoke(app, ["index", str(tmp_path / "docs"), "--store", store, "--group", "g", "--profile", str(profile), "--json"])
+    run = CliRunner().invoke(cli_app(), ["index", str(tmp_path / "docs"), "--store", store, "--group", "g", "--profile", str(profile), "--json"])
     assert run.exit_code == 0, run.output
     report = json.loads(run.stdout[run.stdout.index("{"):])
     assert report["indexed"] == 2 and report["failed"] == []
     assert sum(r.method == "POST" for r in di.requests) == 1  # the PDF went to the service, the Markdown did not
 
-    res = CliRunner().invoke(app, ["query", "Which unit failed the pressure test?", "--store", store, "--group", "g", "--json"])
+    res = CliRunner().invoke(cli_app(), ["query", "Which unit failed the pressure test?", "--store", store, "--group", "g", "--json"])
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout[res.stdout.index("{"):])
     cited = next(c for c in out["citations"] if "Boiler two failed" in c["text"])
@@ -159,10 +159,11 @@ def test_profile_selects_the_loader_and_citations_carry_its_boxes(di: FakeDocume
 
 
 def test_only_a_profile_that_names_it_sends_files_to_the_service(tmp_path: Path) -> None:
+    from graphroute.core.config.index_profile import ComponentSpec, IndexProfile
+    from graphroute.core.config.settings import Settings
     from graphroute.core.engine import open_store
-    from graphroute.core.indexing import ComponentSpec, Indexer, IndexProfile
+    from graphroute.core.index.pipeline import Indexer
     from graphroute.core.registry import get_registry
-    from graphroute.core.settings import Settings
 
     store = open_store(str(tmp_path / "s"))
     try:

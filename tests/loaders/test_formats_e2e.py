@@ -34,7 +34,7 @@ def operations_pdf(path: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def indexed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    from graphroute.core.cli import app
+    from graphroute.core.apps.cli.main import cli_app
 
     root = tmp_path_factory.mktemp("formats")
     docs = root / "docs"
@@ -52,7 +52,7 @@ def indexed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     (root / "lean.yaml").write_text(PROFILE, encoding="utf-8")
     env = {"GRAPHROUTE_CACHE": str(root / "cache")}
     store = str(root / "store")
-    run = CliRunner().invoke(app, ["index", str(docs), "--store", store, "--group", "g", "--profile", str(root / "lean.yaml"), "--json"], env=env)
+    run = CliRunner().invoke(cli_app(), ["index", str(docs), "--store", store, "--group", "g", "--profile", str(root / "lean.yaml"), "--json"], env=env)
     assert run.exit_code == 0, run.output
     report = json.loads(run.stdout[run.stdout.index("{"):])
     assert report["indexed"] == 4
@@ -61,10 +61,10 @@ def indexed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 def query(indexed: dict[str, Any], question: str) -> dict[str, Any]:
-    from graphroute.core.cli import app
+    from graphroute.core.apps.cli.main import cli_app
 
     res = CliRunner().invoke(
-        app, ["query", question, "--store", indexed["store"], "--group", "g", "--route", "route1s_sentence", "--json"], env=indexed["env"],
+        cli_app(), ["query", question, "--store", indexed["store"], "--group", "g", "--route", "route1s_sentence", "--json"], env=indexed["env"],
     )
     assert res.exit_code == 0, res.output
     return json.loads(res.stdout[res.stdout.index("{"):])  # type: ignore[no-any-return]
@@ -119,8 +119,8 @@ def test_pdf_citation_has_the_page_and_one_box_per_line_of_the_sentence(indexed:
 def test_python_api_and_http_carry_the_same_boxes(indexed: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     from fastapi.testclient import TestClient
     from graphroute.core import GraphRoute
-    from graphroute.core.models import Box
-    from graphroute.core.server import ServerConfig, create_app
+    from graphroute.core.api.models import Box
+    from graphroute.core.apps.serve.server import ServerConfig, create_app
 
     monkeypatch.setenv("GRAPHROUTE_CACHE", indexed["env"]["GRAPHROUTE_CACHE"])
     question = "When is the backup generator tested?"

@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from graphroute.core.components import LoaderError
-from graphroute.core.skeleton import plan_document
+from graphroute.core.errors import LoaderError
+from graphroute.core.index.skeleton import plan_document
 from graphroute.plugins.loaders.sheets import CsvLoader, XlsxLoader
 from graphroute.plugins.loaders.word import DocxLoader
 

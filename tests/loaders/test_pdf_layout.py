@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from graphroute.core.layout import boxes_in
-from graphroute.core.skeleton import ParseLimits, build_skeleton, plan_document
+from graphroute.core.index.skeleton import ParseLimits, build_skeleton, plan_document
+from graphroute.core.lib.layout import boxes_in
 from graphroute.plugins.loaders.pdf import PdfLoader
 
 from tests.indexing.pdfgen import grid_ops, text_ops, write_pdf
