@@ -68,11 +68,11 @@ class Block:
 
     ``kind`` is one of: ``heading`` (with ``level``), ``paragraph``, ``table`` (with
     ``rows``: the first row is the header), ``figure_caption``, ``title``, ``kvp``,
-    ``page_header``. Only paragraphs, figure captions and table rows become sentences; the rest is metadata (skeleton reference,
-    "content taxonomy"). ``boxes`` is where the text sits on its page(s), for formats laid
-    out on pages (PDF): runs of ``text`` (a table: rows) in reading order with their
-    rectangles (:mod:`graphroute.core.lib.layout`); sentences cut from the block get the boxes
-    of the lines they span.
+    ``page_header``. Only paragraphs, figure captions and table rows become sentences; the
+    rest is metadata (skeleton reference, "content taxonomy"). ``boxes`` is where the text
+    sits on its page(s), for formats laid out on pages (PDF): runs of ``text`` (a table:
+    rows) in reading order with their rectangles (:mod:`graphroute.core.lib.layout`);
+    sentences cut from the block get the boxes of the lines they span.
     """
 
     kind: str

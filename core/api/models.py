@@ -108,7 +108,7 @@ def content_hash(text: str) -> str:
 
 class Box(BaseModel):
     """Where a line of cited text sits on its page: PDF points, origin at the top-left corner
-    of the page, y downwards (see :mod:`graphroute.core.layout`)."""
+    of the page, y downwards (see :mod:`graphroute.core.lib.layout`)."""
 
     page: int
     x0: float

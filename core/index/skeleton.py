@@ -22,6 +22,10 @@ Conventions (documented because retrieval stages rely on them):
 * **Noise**: form labels (``Signature: ____``, ``Date:``) and lone numbers/punctuation are
   dropped; a sentence already seen in another chunk of the same document is dropped
   (cross-chunk dedup). Titles, KVPs and page headers are document metadata, not sentences.
+* **Layout** (text from pages, e.g. PDF): a sentence's ``layout`` has one row
+  ``[start, end, page, x0, top, x1, bottom]`` per line it spans, offsets in the chunk frame,
+  PDF points from the page's top-left corner; paragraphs, chunks and
+  ``parent_paragraph_layout`` hold their sentences' rows (:mod:`graphroute.core.lib.layout`).
 * **NEXT** links consecutive sentences of one chunk in reading order (never across
   chunks), so chains are acyclic and chunk-local; ``prev_sentence_id`` /
   ``next_sentence_id`` mirror them.
