@@ -86,7 +86,7 @@ class DocxLoader(Loader):
     """Word (.docx) via python-docx: headings as nested sections, paragraphs and list items in order, tables as rows."""
 
     name = "docx"
-    extensions = (".docx", ".docm")
+    extensions = (".docx",)
     Params = FileLoaderParams
     params: FileLoaderParams
 
