@@ -34,6 +34,10 @@ BUILTIN_PACKAGE = "graphroute.plugins"
 DEFAULT_PLUGINS: tuple[str, ...] = (
     # index side
     "graphroute.plugins.loaders.files",
+    "graphroute.plugins.loaders.pdf",
+    "graphroute.plugins.loaders.word",
+    "graphroute.plugins.loaders.sheets",
+    "graphroute.plugins.loaders.azure_di",
     "graphroute.plugins.segmenters.spacy_segmenter",
     "graphroute.plugins.embedders.local",
     "graphroute.plugins.embedders.remote",

@@ -45,14 +45,34 @@ class Component:
 # --------------------------------------------------------------------------- loading
 
 
+@dataclass(frozen=True, slots=True)
+class TextBox:
+    """A run of a block's text and the rectangle it occupies on one page.
+
+    ``start``/``end`` are character offsets into ``Block.text``; for a table block they are
+    the row's index in ``Block.rows`` and that index plus one (a linearised row has no
+    characters of its own in the source)."""
+
+    start: int
+    end: int
+    page: int
+    x0: float
+    top: float
+    x1: float
+    bottom: float
+
+
 @dataclass
 class Block:
     """One structural block of a loaded document, in reading order.
 
     ``kind`` is one of: ``heading`` (with ``level``), ``paragraph``, ``table`` (with
-    ``rows``: the first row is the header), ``title``, ``kvp``, ``page_header``. Only
-    paragraphs and table rows become sentences; the rest is metadata (skeleton reference,
-    "content taxonomy").
+    ``rows``: the first row is the header), ``figure_caption``, ``title``, ``kvp``,
+    ``page_header``. Only paragraphs, figure captions and table rows become sentences; the
+    rest is metadata (skeleton reference, "content taxonomy"). ``boxes`` is where the text
+    sits on its page(s), for formats laid out on pages (PDF): runs of ``text`` (a table:
+    rows) in reading order with their rectangles (:mod:`graphroute.core.lib.layout`);
+    sentences cut from the block get the boxes of the lines they span.
     """
 
     kind: str
@@ -60,6 +80,7 @@ class Block:
     level: int = 0
     page: int | None = None
     rows: list[list[str]] | None = None
+    boxes: list[TextBox] | None = None
 
 
 @dataclass
@@ -74,9 +95,13 @@ class SourceDocument:
 
 
 class Loader(Component):
-    """Turns a file into :class:`SourceDocument` s (a JSON corpus yields many)."""
+    """Turns a file into :class:`SourceDocument` s (a JSON corpus yields many).
+
+    ``by_default = False`` keeps a loader out of every run whose index profile does not name
+    it under ``loaders:`` (e.g. one that sends files to a remote service)."""
 
     extensions: ClassVar[tuple[str, ...]] = ()
+    by_default: ClassVar[bool] = True
 
     def accepts(self, path: Path) -> bool:
         return path.suffix.lower() in self.extensions

@@ -106,6 +106,17 @@ def content_hash(text: str) -> str:
 # --------------------------------------------------------------------------- query side
 
 
+class Box(BaseModel):
+    """Where a line of cited text sits on its page: PDF points, origin at the top-left corner
+    of the page, y downwards (see :mod:`graphroute.core.lib.layout`)."""
+
+    page: int
+    x0: float
+    top: float
+    x1: float
+    bottom: float
+
+
 class Evidence(BaseModel):
     """A scored piece of text a route may show the synthesizer.
 
@@ -123,6 +134,7 @@ class Evidence(BaseModel):
     section_path: str = ""
     source: str = ""  # which stage produced it, e.g. "ppr", "sentence_search"
     page: int | None = None
+    boxes: list[Box] = Field(default_factory=list)  # one per line, for text from a laid-out page (PDF)
     char_offset: int | None = None
     char_length: int | None = None
     chunk_id: str | None = None
@@ -223,6 +235,7 @@ class Citation(BaseModel):
     document_id: str = ""
     section_path: str = ""
     page: int | None = None
+    boxes: list[Box] = Field(default_factory=list)  # the cited text's lines on the page (PDF)
     char_offset: int | None = None
     char_length: int | None = None
     text: str = ""
@@ -280,6 +293,7 @@ class QueryResult(BaseModel):
                     "source": e.source,
                     "kind": e.kind,
                     "page": e.page,
+                    "boxes": [b.model_dump() for b in e.boxes],
                     "char_offset": e.char_offset,
                     "char_length": e.char_length,
                 }

@@ -86,6 +86,7 @@ FIELD_NOTES: dict[tuple[type[BaseModel], str], str] = {
     (IndexProfile, "segmenter"): "sentence segmenter component (see [components](components.md#segmenters))",
     (IndexProfile, "embedder"): "embedder component; recorded with the group so queries embed with the same model",
     (IndexProfile, "parse"): "how documents become the skeleton (table below)",
+    (IndexProfile, "loaders"): "loaders tried before the built-in ones, with their parameters; a file goes to the first that accepts it (see [document formats](../formats.md))",
     (IndexProfile, "steps"): "index steps run in order after parsing (see [components](components.md#index-steps))",
     (ComponentSpec, "use"): "registered component name",
     (ComponentSpec, "with"): "component parameters, validated against its `Params`",
@@ -251,7 +252,7 @@ def stage_section(entry: Entry[Stage]) -> str:
 
 def components_page(registry: Registry) -> str:
     families: list[tuple[str, Family[Any], str]] = [
-        ("Loaders", registry.loaders, "Read files into documents; picked by file extension."),
+        ("Loaders", registry.loaders, "Read files into documents; picked by file extension, the index profile's `loaders:` first ([document formats](../formats.md))."),
         ("Segmenters", registry.segmenters, "Split paragraphs into sentences (`segmenter:` of an index profile)."),
         ("Embedders", registry.embedders, "Turn text into vectors (`embedder:` of an index profile)."),
         ("Extractors", registry.extractors, "Find entities and relations (`extractor` parameter of the entity graph step)."),

@@ -50,6 +50,8 @@ class IndexProfile(BaseModel):
     segmenter: ComponentSpec = ComponentSpec(use="spacy")
     embedder: ComponentSpec = ComponentSpec(use="local")
     parse: ParseSettings = ParseSettings()  # type: ignore[call-arg]
+    # loaders tried before the built-in ones, in order, with their parameters
+    loaders: list[ComponentSpec] = Field(default_factory=list)
     steps: list[ComponentSpec] = Field(default_factory=list)
 
 
@@ -109,7 +111,7 @@ def _explain_profile_error(path: Path, data: Any, exc: ValidationError) -> str:
     got = "" if err["type"] == "missing" else f" (got {strip_lines(err.get('input'))!r})"
     if loc[:1] == ["parse"]:
         section, fields = "parse settings", ", ".join(ParseSettings.model_fields)
-    elif loc[:1] in (["steps"], ["segmenter"], ["embedder"]) and len(loc) > 1:
+    elif loc[:1] in (["steps"], ["loaders"], ["segmenter"], ["embedder"]) and len(loc) > 1:
         section, fields = f"each entry of `{loc[0]}` has", "use, with, enabled"
     else:
         section, fields = "index profile fields", ", ".join(IndexProfile.model_fields)

@@ -160,11 +160,21 @@ class Indexer:
         return self._segmenter
 
     def _loaders(self) -> list[Any]:
+        """The profile's ``loaders`` first (in order, with their parameters), then every other
+        registered loader that runs by default; a file goes to the first that accepts it."""
         loaders = []
-        for entry in self.registry.loaders.entries.values():
-            params_cls = entry.cls.Params
-            kwargs = {"max_file_mb": self.profile.parse.max_file_mb} if "max_file_mb" in params_cls.model_fields else {}
-            loaders.append(entry.cls(params_cls(**kwargs)))
+        named: set[str] = set()
+        specs = [(spec.use, spec.with_, spec.enabled) for spec in self.profile.loaders]
+        specs += [(name, {}, True) for name, e in self.registry.loaders.entries.items() if e.cls.by_default]
+        for name, with_, enabled in specs:
+            if name in named:
+                continue
+            named.add(name)
+            if not enabled:
+                continue
+            cls = self.registry.loaders.get(name)
+            kwargs = {"max_file_mb": self.profile.parse.max_file_mb} if "max_file_mb" in cls.Params.model_fields else {}
+            loaders.append(cls(cls.Params(**{**kwargs, **with_})))
         return loaders
 
     def _limits(self) -> Any:
@@ -187,7 +197,8 @@ class Indexer:
         t0 = time.perf_counter()
         report = IndexReport()
         profile_json = self.profile.model_dump(by_alias=True, mode="json")
-        parse_fp = fingerprint([profile_json["segmenter"], profile_json["embedder"], profile_json["parse"]])
+        parse_fp = fingerprint([profile_json["segmenter"], profile_json["embedder"], profile_json["parse"]]
+                               + ([profile_json["loaders"]] if self.profile.loaders else []))
         steps_fp = fingerprint(profile_json["steps"])
         old_fp = self.store.get_meta(self.group, FINGERPRINT_META) or {}
         reparse_all = bool(old_fp) and old_fp.get("parse") != parse_fp

@@ -22,6 +22,10 @@ Conventions (documented because retrieval stages rely on them):
 * **Noise**: form labels (``Signature: ____``, ``Date:``) and lone numbers/punctuation are
   dropped; a sentence already seen in another chunk of the same document is dropped
   (cross-chunk dedup). Titles, KVPs and page headers are document metadata, not sentences.
+* **Layout** (text from pages, e.g. PDF): a sentence's ``layout`` has one row
+  ``[start, end, page, x0, top, x1, bottom]`` per line it spans, offsets in the chunk frame,
+  PDF points from the page's top-left corner; paragraphs, chunks and
+  ``parent_paragraph_layout`` hold their sentences' rows (:mod:`graphroute.core.lib.layout`).
 * **NEXT** links consecutive sentences of one chunk in reading order (never across
   chunks), so chains are acyclic and chunk-local; ``prev_sentence_id`` /
   ``next_sentence_id`` mirror them.
@@ -35,8 +39,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from graphroute.core.api.components import Block, SourceDocument
+from graphroute.core.api.components import Block, SourceDocument, TextBox
 from graphroute.core.api.models import Edge, EdgeType, Label, Node
+from graphroute.core.lib.layout import LayoutRow, line_rows, paragraph_boxes, table_boxes
 
 MERGED_CONFIDENCE = 0.8
 
@@ -107,8 +112,9 @@ class ParagraphPlan:
     section: SectionPlan
     text: str
     page: int | None
-    kind: str  # "paragraph" | "table"
+    kind: str  # "paragraph" | "figure_caption" | "table"
     rows: list[str] = field(default_factory=list)  # linearised table rows (tables only)
+    boxes: list[TextBox] = field(default_factory=list)  # runs of ``text`` on the page (PDF)
 
 
 @dataclass
@@ -122,7 +128,7 @@ class DocumentPlan:
     metadata: dict[str, Any]
 
     def texts_to_segment(self) -> list[str]:
-        return [p.text for p in self.paragraphs if p.kind == "paragraph"]
+        return [p.text for p in self.paragraphs if p.kind != "table"]
 
 
 def plan_document(doc: SourceDocument, doc_id: str | None = None) -> DocumentPlan:
@@ -147,15 +153,21 @@ def plan_document(doc: SourceDocument, doc_id: str | None = None) -> DocumentPla
             )
             sections.append(sec)
             stack.append(sec)
-        elif b.kind == "paragraph" and b.text.strip():
-            paragraphs.append(ParagraphPlan(section=current, text=b.text.strip(), page=b.page, kind="paragraph"))
+        elif b.kind in ("paragraph", "figure_caption") and b.text.strip():
+            paragraphs.append(ParagraphPlan(
+                section=current, text=b.text.strip(), page=b.page, kind=b.kind, boxes=paragraph_boxes(b.text, b.boxes),
+            ))
         elif b.kind == "table" and b.rows:
             rows = [[c or "" for c in r] for r in b.rows]
             header = rows[0] if len(rows) > 1 else None
-            body = rows[1:] if len(rows) > 1 else rows
-            lines = [ln for ln in (linearize_row(header, r) for r in body) if ln]
+            first = 1 if len(rows) > 1 else 0
+            kept = [(i, ln) for i, ln in ((i, linearize_row(header, rows[i])) for i in range(first, len(rows))) if ln]
+            lines = [ln for _, ln in kept]
             if lines:
-                paragraphs.append(ParagraphPlan(section=current, text="\n".join(lines), page=b.page, kind="table", rows=lines))
+                paragraphs.append(ParagraphPlan(
+                    section=current, text="\n".join(lines), page=b.page, kind="table", rows=lines,
+                    boxes=table_boxes(b.boxes, kept),
+                ))
         elif b.kind == "kvp" and b.text.strip():
             kvps.append(b.text.strip())
         elif b.kind == "page_header" and b.text.strip():
@@ -211,7 +223,9 @@ def _words(text: str) -> int:
     return len(text.split())
 
 
-def _refine_spans(text: str, spans: Sequence[tuple[int, int]], limits: ParseLimits, stats: dict[str, int]) -> list[_Sent]:
+def _refine_spans(
+    text: str, spans: Sequence[tuple[int, int]], limits: ParseLimits, stats: dict[str, int], source: str = "paragraph"
+) -> list[_Sent]:
     """Hard-cut over-long sentences, drop noise, merge fragments into a neighbour."""
     sents: list[_Sent] = []
     for a, b in spans:
@@ -219,9 +233,9 @@ def _refine_spans(text: str, spans: Sequence[tuple[int, int]], limits: ParseLimi
         if _words(piece) > limits.chunk_max_tokens:
             stats["hard_cut"] += 1
             for m in _word_windows(piece, limits.chunk_max_tokens):
-                sents.append(_Sent(a + m[0], a + m[1], MERGED_CONFIDENCE, "paragraph"))
+                sents.append(_Sent(a + m[0], a + m[1], MERGED_CONFIDENCE, source))
         else:
-            sents.append(_Sent(a, b, 1.0, "paragraph"))
+            sents.append(_Sent(a, b, 1.0, source))
     kept: list[_Sent] = []
     for s in sents:
         if is_noise(text[s.start : s.end]):
@@ -274,7 +288,7 @@ def build_skeleton(
 
     # --- paragraphs with sentences; split over-long paragraphs at sentence boundaries
     span_iter = iter(spans)
-    units: list[tuple[ParagraphPlan, str, list[_Sent]]] = []  # (plan, text, sentences)
+    units: list[tuple[ParagraphPlan, str, list[_Sent], int]] = []  # (plan, text, sentences, offset in plan text)
     for p in plan.paragraphs:
         if p.kind == "table":
             sents, pos = [], 0
@@ -282,7 +296,7 @@ def build_skeleton(
                 sents.append(_Sent(pos, pos + len(row), 1.0, "table_row"))
                 pos += len(row) + 1
         else:
-            sents = _refine_spans(p.text, next(span_iter), limits, stats)
+            sents = _refine_spans(p.text, next(span_iter), limits, stats, p.kind)
         pieces: list[list[_Sent]] = [[]]
         tokens = 0
         for s in sents:
@@ -293,13 +307,13 @@ def build_skeleton(
             pieces[-1].append(s)
             tokens += w
         if len(pieces) == 1:
-            units.append((p, p.text, sents))
+            units.append((p, p.text, sents, 0))
             continue
         stats["paragraphs_split"] += 1
         for piece in pieces:
             a, b = piece[0].start, piece[-1].end
             rebased = [_Sent(s.start - a, s.end - a, s.confidence, s.source) for s in piece]
-            units.append((p, p.text[a:b], rebased))
+            units.append((p, p.text[a:b], rebased, a))
 
     # --- sections
     for sec in plan.sections:
@@ -317,7 +331,7 @@ def build_skeleton(
     chunks: list[list[int]] = []  # unit indexes per chunk
     chunk_tokens = 0
     last_section: str | None = None
-    for ui, (p, text, _sents) in enumerate(units):
+    for ui, (p, text, _sents, _base) in enumerate(units):
         w = _words(text)
         if not chunks or p.section.id != last_section or chunk_tokens + w > limits.chunk_max_tokens:
             chunks.append([])
@@ -339,18 +353,26 @@ def build_skeleton(
         chunk_text = "\n\n".join(units[ui][1] for ui in members)
         pages = [units[ui][0].page for ui in members if units[ui][0].page is not None]
         chunk_sentences: list[tuple[str, dict[str, Any]]] = []
+        chunk_layout: list[LayoutRow] = []
         offset = 0
         for ui in members:
-            p, text, sents = units[ui]
+            p, text, sents, base = units[ui]
             par_id = f"{doc_id}:par{par_no}"
             par_no += 1
-            nodes.append(Node(id=par_id, label=Label.PARAGRAPH.value, group=group, doc_id=doc_id, props={
+            par_props: dict[str, Any] = {
                 "text": text, "kind": p.kind, "section_path": section.path, "section_id": section.id,
                 "page": p.page, "chunk_id": chunk_id, "document": title, "chunk_char_offset": offset,
-            }))
+            }
+            nodes.append(Node(id=par_id, label=Label.PARAGRAPH.value, group=group, doc_id=doc_id, props=par_props))
             edge(par_id, section.id, EdgeType.PART_OF)
             edge(par_id, chunk_id, EdgeType.PART_OF)
-            for s in sents:
+            # where each sentence sits on the page: one layout row per line, chunk frame
+            layouts = [line_rows(p.boxes, base + s.start, base + s.end, offset - base) for s in sents] if p.boxes else []
+            par_layout = [row for rows in layouts for row in rows]
+            if par_layout:
+                par_props["layout"] = par_layout
+                chunk_layout.extend(par_layout)
+            for si, s in enumerate(sents):
                 stext = text[s.start : s.end]
                 key = " ".join(stext.lower().split())
                 if limits.cross_chunk_dedup and seen.get(key, chunk_id) != chunk_id:
@@ -365,6 +387,8 @@ def build_skeleton(
                     "parent_paragraph_id": par_id, "parent_paragraph_text": text,
                     "chunk_id": chunk_id, "document": title, "confidence": s.confidence,
                 }))
+                if layouts and layouts[si]:
+                    chunk_sentences[-1][1].update(page=layouts[si][0][2], layout=layouts[si], parent_paragraph_layout=par_layout)
             offset += len(text) + 2
         # sentences of this chunk, in reading order, with NEXT links inside the chunk only
         ids = [f"{doc_id}:sen{len(sentence_ids) + j}" for j in range(len(chunk_sentences))]
@@ -385,7 +409,7 @@ def build_skeleton(
         nodes.append(Node(id=chunk_id, label=Label.CHUNK.value, group=group, doc_id=doc_id, props={
             "text": chunk_text, "section_path": section.path, "section_id": section.id, "index": ci,
             "document": title, "page": pages[0] if pages else None, "tokens": _words(chunk_text),
-            "sentence_count": len(chunk_sentences),
+            "sentence_count": len(chunk_sentences), **({"layout": chunk_layout} if chunk_layout else {}),
         }))
         edge(chunk_id, section.id, EdgeType.IN_SECTION)
         edge(chunk_id, doc_id, EdgeType.IN_DOCUMENT)

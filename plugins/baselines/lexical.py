@@ -19,6 +19,7 @@ from graphroute.core.api.models import Evidence, Label
 from graphroute.core.api.stage import QueryState, Slot, Stage, StageContext, StageKind, StageParams
 from graphroute.core.api.store import GraphStore, cache_token
 from graphroute.core.hookspecs import hookimpl
+from graphroute.core.lib.layout import boxes_in, layout_of
 from pydantic import Field
 
 _CACHE_SIZE = 4  # (store, group, version, params) indexes kept in memory
@@ -32,6 +33,7 @@ class _ChunkRecord:
     document_id: str
     section_path: str
     page: int | None
+    layout: list[Any] | None = None
 
 
 @dataclass
@@ -82,6 +84,7 @@ def _chunk_records(store: GraphStore, group: str) -> list[_ChunkRecord]:
                 document_id=doc_id,
                 section_path=str(node.props.get("section_path") or ""),
                 page=page if isinstance(page, int) else None,
+                layout=layout_of(node.props),
             )
         )
     out.sort(key=lambda r: r.id)
@@ -160,7 +163,9 @@ class BM25Search(Stage):
                     section_path=c.section_path,
                     source=self.name,
                     page=c.page,
+                    boxes=boxes_in(c.layout),
                     chunk_id=c.id,
+                    metadata={"layout": c.layout} if c.layout else {},
                 )
             )
         known = {e.id for e in state.evidence}

@@ -44,6 +44,7 @@ from graphroute.core.api.store import GraphStore, per_version
 from graphroute.core.hookspecs import hookimpl
 from graphroute.core.lib.entities import is_entity_id
 from graphroute.core.lib.graph import GraphView, adjacency
+from graphroute.core.lib.layout import boxes_in, layout_of
 from graphroute.core.lib.topk import largest, ranked_top
 from pydantic import Field
 
@@ -781,6 +782,7 @@ def _chunk_order(node: Node) -> tuple[Any, ...]:
 def chunk_evidence(node: Node, score: float, *, source: str, entity: str | None = None) -> Evidence:
     """An Evidence record for a TextChunk node (document title, section path filled)."""
     props = node.props
+    layout = layout_of(props)
     return Evidence(
         id=node.id,
         text=str(props.get("text", "")),
@@ -791,8 +793,10 @@ def chunk_evidence(node: Node, score: float, *, source: str, entity: str | None 
         section_path=str(props.get("section_path") or ""),
         source=source,
         page=props.get("page") if isinstance(props.get("page"), int) else None,
+        boxes=boxes_in(layout),
         chunk_id=node.id,
         entity=entity,
+        metadata={"layout": layout} if layout else {},
     )
 
 

@@ -26,6 +26,7 @@ from typing import Any, Literal
 from graphroute.core.api.models import EdgeType, Evidence, Node, VectorSpace
 from graphroute.core.api.stage import QueryState, Slot, Stage, StageContext, StageKind, StageParams
 from graphroute.core.hookspecs import hookimpl
+from graphroute.core.lib.layout import boxes_in, layout_of
 from pydantic import Field
 
 # Evidence.metadata["role"] values written by these stages.
@@ -38,6 +39,7 @@ ROLE_PARENT_CHUNK = "parent_chunk"
 _SENTENCE_META_KEYS = (
     "parent_paragraph_id",
     "parent_paragraph_text",
+    "parent_paragraph_layout",
     "prev_sentence_id",
     "next_sentence_id",
     "confidence",
@@ -89,6 +91,9 @@ def sentence_evidence(node: Node, score: float, *, source: str, role: str) -> Ev
     offset = in_chunk if in_chunk is not None else in_paragraph
     if offset is not None:
         meta["offset_frame"] = "chunk" if in_chunk is not None else "paragraph"
+    layout = layout_of(p)
+    if layout:
+        meta["layout"] = layout  # chunk frame: citations narrow boxes to the cited characters
     return Evidence(
         id=node.id,
         text=text,
@@ -99,6 +104,7 @@ def sentence_evidence(node: Node, score: float, *, source: str, role: str) -> Ev
         section_path=str(p.get("section_path") or ""),
         source=source,
         page=_int_or_none(p.get("page")),
+        boxes=boxes_in(layout),
         char_offset=offset,
         char_length=length if length is not None else (len(text) if offset is not None else None),
         chunk_id=p.get("chunk_id"),
@@ -118,6 +124,9 @@ def chunk_evidence(node: Node, score: float, *, source: str, role: str | None = 
     meta["offset_frame"] = "chunk"
     if p.get("index") is not None:
         meta["chunk_index"] = p.get("index")
+    layout = layout_of(p)
+    if layout:
+        meta["layout"] = layout
     return Evidence(
         id=node.id,
         text=text,
@@ -128,6 +137,7 @@ def chunk_evidence(node: Node, score: float, *, source: str, role: str | None = 
         section_path=str(p.get("section_path") or ""),
         source=source,
         page=_int_or_none(p.get("page")),
+        boxes=boxes_in(layout),
         char_offset=0,
         char_length=len(text),
         chunk_id=node.id,
@@ -391,7 +401,13 @@ class SentenceWindow(Stage):
             }
             for m in sorted(members, key=lambda e: -e.score)
         ]
-        meta = {k: v for k, v in best.metadata.items() if k not in ("parent_paragraph_text", "paragraph_char_offset")}
+        meta = {
+            k: v for k, v in best.metadata.items()
+            if k not in ("parent_paragraph_text", "paragraph_char_offset", "parent_paragraph_layout", "layout")
+        }
+        layout = best.metadata.get("parent_paragraph_layout")
+        if layout:
+            meta["layout"] = layout
         confs = [a["confidence"] for a in anchors if a["confidence"] is not None]
         if confs:
             meta["confidence"] = max(confs)
@@ -406,6 +422,7 @@ class SentenceWindow(Stage):
                 "text": text,
                 "char_offset": offset,
                 "char_length": len(text) if offset is not None else None,
+                "boxes": boxes_in(layout) or best.boxes,
                 "metadata": meta,
             }
         )
@@ -462,7 +479,12 @@ class SentenceWindow(Stage):
             start, end = min(s for s, _ in spans), max(e for _, e in spans)
             if end <= len(chunk_text) and ev.text in chunk_text[start:end]:
                 text = chunk_text[start:end]
-                return ev.model_copy(update={"text": text, "char_offset": start, "char_length": end - start, "metadata": meta})
+                update: dict[str, Any] = {"text": text, "char_offset": start, "char_length": end - start, "metadata": meta}
+                layout = layout_of(chunk.props) if chunk is not None else None
+                if layout:
+                    meta["layout"] = layout
+                    update["boxes"] = boxes_in(layout, start, end)
+                return ev.model_copy(update=update)
         pieces = [str(n.props.get("text") or "") for n in before] + [ev.text] + [str(n.props.get("text") or "") for n in after]
         meta["text_stripped"] = True
         return ev.model_copy(update={"text": " ".join(t for t in pieces if t), "metadata": meta})

@@ -1,4 +1,6 @@
-"""Built-in file loaders: plain text, Markdown, HTML, PDF and JSON corpora.
+"""Built-in file loaders: plain text, Markdown, HTML and JSON corpora, and the helpers every
+loader module shares (PDF, Word, spreadsheets and Azure Document Intelligence have their own
+modules beside this one).
 
 Every loader turns a file into :class:`SourceDocument` s made of :class:`Block` s in reading
 order (headings with levels, paragraphs, tables); the skeleton builder
@@ -13,11 +15,9 @@ only; paragraphs and table rows become sentences.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import re
-from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -85,15 +85,54 @@ def normalize_ws(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip()
 
 
-def make_doc(title: str, source: str, blocks: list[Block], hash_basis: str, **metadata: Any) -> SourceDocument:
+def make_doc(
+    title: str, source: str, blocks: list[Block], hash_basis: str = "", *, digest: str | None = None, **metadata: Any
+) -> SourceDocument:
+    """A document whose content hash is ``digest`` (a binary file's :func:`file_md5`), or the
+    hash of ``hash_basis`` (the text a text file was read as)."""
     return SourceDocument(
         title=title.strip() or source, source=source, blocks=blocks,
-        content_hash=content_hash(hash_basis), metadata=dict(metadata),
+        content_hash=digest or content_hash(hash_basis), metadata=dict(metadata),
     )
 
 
-def _ensure_content(path: Path, blocks: list[Block]) -> None:
-    if not any(b.kind in ("paragraph", "table") for b in blocks):
+def file_md5(path: Path) -> str:
+    """The MD5 of a file's bytes, read in 1 MB pieces (change detection of binary formats)."""
+    digest = hashlib.md5(usedforsecurity=False)
+    with path.open("rb") as fh:
+        for piece in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(piece)
+    return digest.hexdigest()
+
+
+def require(path: Path, module: str, package: str, extra: str) -> Any:
+    """Import a loader's optional dependency, or refuse the file naming the extra that
+    installs it (the indexer reports it for this file and carries on with the others)."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise LoaderError(
+            f"{path}: reading {path.suffix or 'this file'} needs {package}, which is not installed; "
+            f'install it with: pip install "graphroute[{extra}]"'
+        ) from None
+
+
+def check_zip_package(path: Path, what: str, old: str) -> None:
+    """Refuse a file that is not a zip package (Office Open XML) before its reader tries, with
+    the usual cause: an old binary format under the new extension."""
+    try:
+        with path.open("rb") as fh:
+            magic = fh.read(2)
+    except OSError as exc:
+        raise LoaderError(f"{path}: cannot read file ({exc.strerror or exc})") from None
+    if magic != b"PK":
+        raise LoaderError(f"{path}: not {what} (not a zip package); an old binary {old} must be saved as {path.suffix.lower()} first")
+
+
+def ensure_content(path: Path, blocks: list[Block]) -> None:
+    if not any(b.kind in ("paragraph", "table", "figure_caption") for b in blocks):
         raise LoaderError(f"{path}: no text content (only headings or markup)")
 
 
@@ -245,7 +284,7 @@ class TextLoader(Loader):
             title = parts.pop(0)
             blocks.append(Block(kind="title", text=title))
         blocks += [Block(kind="paragraph", text=normalize_ws(p)) for p in parts]
-        _ensure_content(path, blocks)
+        ensure_content(path, blocks)
         yield make_doc(title, str(path), blocks, text)
 
 
@@ -262,7 +301,7 @@ class MarkdownLoader(Loader):
         blocks, kvps = parse_markdown(text)
         title, blocks = promote_title(blocks, kvps.get("title") or humanize_stem(path))
         blocks = [Block(kind="kvp", text=f"{k}: {v}") for k, v in kvps.items()] + blocks
-        _ensure_content(path, blocks)
+        ensure_content(path, blocks)
         yield make_doc(title, str(path), blocks, text)
 
 
@@ -394,7 +433,7 @@ class HtmlLoader(Loader):
     params: FileLoaderParams
 
     def load(self, path: Path) -> Iterator[SourceDocument]:
-        from bs4 import BeautifulSoup
+        BeautifulSoup = require(path, "bs4", "beautifulsoup4", "html").BeautifulSoup
 
         text = read_text(path, self.params.max_file_mb)
         soup = BeautifulSoup(text, "html.parser")
@@ -412,136 +451,8 @@ class HtmlLoader(Loader):
         else:
             title, blocks = promote_title(blocks, humanize_stem(path))
         blocks = [Block(kind="kvp", text=k) for k in walker.kvps] + blocks
-        _ensure_content(path, blocks)
+        ensure_content(path, blocks)
         yield make_doc(title, str(path), blocks, text)
-
-
-# --------------------------------------------------------------------------- PDF
-
-_DIGITS = re.compile(r"\d+")
-
-
-class PdfLoader(Loader):
-    """PDF (.pdf) via pdfplumber, offline: text lines grouped into paragraphs, tables as rows."""
-
-    name = "pdf"
-    extensions = (".pdf",)
-    Params = FileLoaderParams
-    params: FileLoaderParams
-
-    def load(self, path: Path) -> Iterator[SourceDocument]:
-        import pdfplumber
-
-        check_size(path, self.params.max_file_mb)
-        raw = path.read_bytes()
-        if not raw.lstrip()[:5].startswith(b"%PDF"):
-            raise LoaderError(f"{path}: not a PDF file (no %PDF header)")
-        try:
-            pdf = pdfplumber.open(path)
-        except Exception as exc:  # pdfminer raises many different types on broken files
-            raise LoaderError(f"{path}: unreadable PDF ({type(exc).__name__}: {exc})") from None
-        pages: list[list[tuple[str, float, float, float]]] = []  # per page: (text, top, bottom, size)
-        tables: list[list[tuple[float, list[list[str]]]]] = []
-        title = ""
-        try:
-            meta_title = (pdf.metadata or {}).get("Title")
-            if isinstance(meta_title, bytes):
-                meta_title = meta_title.decode("utf-8", "replace")
-            title = str(meta_title or "").strip()
-            for page in pdf.pages:
-                found = page.find_tables()
-                page_tables = []
-                for t in found:
-                    rows = [[normalize_ws(c or "") for c in row] for row in t.extract()]
-                    rows = [r for r in rows if any(r)]
-                    if rows:
-                        page_tables.append((float(t.bbox[1]), rows))
-                tables.append(page_tables)
-                body = page
-                for t in found:
-                    body = body.outside_bbox(t.bbox)
-                lines = []
-                for ln in body.extract_text_lines(return_chars=True):
-                    sizes = [float(c.get("size", 0)) for c in ln.get("chars", [])]
-                    size = max(set(sizes), key=sizes.count) if sizes else 0.0
-                    lines.append((str(ln["text"]), float(ln["top"]), float(ln["bottom"]), size))
-                pages.append(lines)
-        except LoaderError:
-            raise
-        except Exception as exc:
-            raise LoaderError(f"{path}: unreadable PDF ({type(exc).__name__}: {exc})") from None
-        finally:
-            # pdfplumber's close() walks the page tree again: on a broken file it raises the
-            # parser's error a second time, which would replace the LoaderError above
-            with contextlib.suppress(Exception):
-                pdf.close()
-        if not any(pages) and not any(tables):
-            raise LoaderError(f"{path}: no text layer (scanned PDF?); run OCR first")
-        blocks = self._blocks(pages, tables)
-        if not title:
-            title, blocks = promote_title(blocks, humanize_stem(path))
-        _ensure_content(path, blocks)
-        digest = hashlib.md5(raw, usedforsecurity=False).hexdigest()
-        yield make_doc(title, str(path), blocks, digest, pages=len(pages))
-
-    @staticmethod
-    def _blocks(
-        pages: list[list[tuple[str, float, float, float]]], tables: list[list[tuple[float, list[list[str]]]]]
-    ) -> list[Block]:
-        """Paragraphs by vertical gaps, headings by font size, repeated page edges as headers."""
-        # lines repeated at the top/bottom of most pages are page headers/footers (metadata)
-        edge_count: Counter[str] = Counter()
-        for lines in pages:
-            edges = {_DIGITS.sub("#", t.strip()) for t, *_ in (lines[:2] + lines[-2:])}
-            edge_count.update(edges)
-        repeated = {k for k, n in edge_count.items() if len(pages) >= 2 and n >= max(2, len(pages) // 2 + 1)}
-        sizes = [s for lines in pages for _, _, _, s in lines if s]
-        body_size = sorted(sizes)[len(sizes) // 2] if sizes else 0.0
-        heading_sizes = sorted({round(s, 1) for s in sizes if s >= body_size * 1.15}, reverse=True)
-        blocks: list[Block] = []
-        headers_seen: set[str] = set()
-        for pno, lines in enumerate(pages, start=1):
-            items: list[tuple[float, Block | None, str, float, float]] = []
-            for text, top, bottom, size in lines:
-                items.append((top, None, text, bottom, size))
-            for top, rows in tables[pno - 1]:
-                items.append((top, Block(kind="table", rows=rows, page=pno, text="\n".join(" | ".join(r) for r in rows)), "", top, 0.0))
-            items.sort(key=lambda it: it[0])
-            para: list[str] = []
-            last_bottom: float | None = None
-            line_h = 0.0
-
-            for top, table, text, bottom, size in items:
-                if table is not None:
-                    _flush_para(para, blocks, pno)
-                    blocks.append(table)
-                    last_bottom = None
-                    continue
-                key = _DIGITS.sub("#", text.strip())
-                if key in repeated:
-                    if key not in headers_seen:
-                        headers_seen.add(key)
-                        blocks.append(Block(kind="page_header", text=text.strip(), page=pno))
-                    continue
-                if size and round(size, 1) in heading_sizes and len(text) < 120 and not text.rstrip().endswith("."):
-                    _flush_para(para, blocks, pno)
-                    blocks.append(Block(kind="heading", text=text.strip(), level=heading_sizes.index(round(size, 1)) + 1, page=pno))
-                    last_bottom = None
-                    continue
-                height = max(bottom - top, 1.0)
-                line_h = line_h or height
-                if last_bottom is not None and top - last_bottom > 0.8 * line_h:
-                    _flush_para(para, blocks, pno)
-                para.append(text)
-                last_bottom = bottom
-            _flush_para(para, blocks, pno)
-        return blocks
-
-
-def _flush_para(para: list[str], blocks: list[Block], page: int) -> None:
-    if para:
-        blocks.append(Block(kind="paragraph", text=normalize_ws(" ".join(para)), page=page))
-        para.clear()
 
 
 # --------------------------------------------------------------------------- JSON corpus
@@ -586,4 +497,4 @@ class JsonCorpusLoader(Loader):
 
 @hookimpl
 def register_loaders() -> list[type[Loader]]:
-    return [TextLoader, MarkdownLoader, HtmlLoader, PdfLoader, JsonCorpusLoader]
+    return [TextLoader, MarkdownLoader, HtmlLoader, JsonCorpusLoader]

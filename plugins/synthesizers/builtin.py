@@ -37,6 +37,7 @@ from graphroute.core.lib.communities import (
     community_texts,
     nearest_communities,
 )
+from graphroute.core.lib.layout import cited_boxes
 from graphroute.core.lib.llm import LLMStageParams, record_usage
 from pydantic import Field
 
@@ -389,6 +390,7 @@ def _citation(block: int, ev: Evidence, spans: list[tuple[int, int]]) -> Citatio
         document_id=ev.document_id,
         section_path=ev.section_path,
         page=ev.page,
+        boxes=cited_boxes(ev, start, end),
         char_offset=(ev.char_offset + start) if exact and ev.char_offset is not None else ev.char_offset,
         char_length=(end - start) if exact else ev.char_length,
         text=ev.text[start:end],

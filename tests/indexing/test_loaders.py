@@ -11,9 +11,9 @@ from graphroute.plugins.loaders.files import (
     HtmlLoader,
     JsonCorpusLoader,
     MarkdownLoader,
-    PdfLoader,
     TextLoader,
 )
+from graphroute.plugins.loaders.pdf import PdfLoader
 
 from .pdfgen import grid_ops, text_ops, write_pdf
 

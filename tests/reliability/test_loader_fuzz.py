@@ -16,9 +16,9 @@ from graphroute.plugins.loaders.files import (
     HtmlLoader,
     JsonCorpusLoader,
     MarkdownLoader,
-    PdfLoader,
     TextLoader,
 )
+from graphroute.plugins.loaders.pdf import PdfLoader
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -119,11 +119,15 @@ class FakeServer:
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length) if length else b""
+                self.raw_body = raw  # for servers whose requests are not JSON (file uploads)
                 try:
                     body = json.loads(raw) if raw else None
                 except ValueError:
                     body = raw.decode("utf-8", "replace")
                 server._handle(self, body)
+
+            def do_GET(self) -> None:
+                server._handle_get(self)
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.httpd.daemon_threads = True
@@ -176,6 +180,10 @@ class FakeServer:
                 self._send(h, 200, payload, reply.headers)
         except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout test)
             return
+
+    def _handle_get(self, h: BaseHTTPRequestHandler) -> None:
+        """GET requests: none of the JSON APIs above has one (polling servers override it)."""
+        self._send(h, 404, self._error(404), {})
 
     def _error(self, status: int) -> dict[str, Any]:
         msg = {429: "rate limit exceeded", 500: "internal error", 503: "overloaded", 404: "not found"}.get(

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from graphroute.core.api.models import Citation
+from graphroute.core.api.models import Box, Citation
 from graphroute.core.config.overrides import overrides_from_mapping
 from graphroute.core.config.resolve import load_route
 from graphroute.core.config.route import find_route, list_routes
@@ -127,6 +127,7 @@ class EvidenceOut(BaseModel):
     source: str
     kind: str
     page: int | None = None
+    boxes: list[Box] = Field(default_factory=list, description="the text's lines on its page, PDF points from the top-left corner")
     char_offset: int | None = None
     char_length: int | None = None
 
