@@ -93,6 +93,7 @@ def engine(store: str | None, group: str | None) -> Any:
 # command modules only, never stage or model plugins).
 DEFAULT_COMMANDS: tuple[str, ...] = (
     "graphroute.core.apps.cli.commands",
+    "graphroute.core.apps.cli.manage",
     "graphroute.core.apps.bench.commands",
     "graphroute.core.apps.serve.commands",
     "graphroute.core.apps.perf.commands",
