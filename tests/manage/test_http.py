@@ -4,9 +4,7 @@ server (`graphroute serve` as a uvicorn process on a loopback port), with a toke
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +12,7 @@ import httpx
 import pytest
 from graphroute.core.engine import GraphRoute
 
+from tests.server.live import live_server
 from tests.server.test_e2e import free_port
 
 TOKEN = "manage-token-0123456789"
@@ -28,32 +27,9 @@ def base(indexed: GraphRoute, tmp_path: Path) -> Iterator[str]:
     log = tmp_path / "server.log"
     env = {**os.environ, "GRAPHROUTE_TOKEN": TOKEN, "GRAPHROUTE_CACHE": str(indexed.settings.cache_dir),
            "GRAPHROUTE_PROGRESS": "0"}
-    with log.open("w") as fh:
-        proc = subprocess.Popen(
-            [GRAPHROUTE, "serve", "--store", store, "--group", "g", "--host", "127.0.0.1", "--port", str(port)],
-            stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=tmp_path,
-        )
-        url = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + 120
-            while True:
-                if proc.poll() is not None:
-                    pytest.fail(f"server exited with {proc.returncode}: {log.read_text()}")
-                try:
-                    if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                assert time.monotonic() < deadline, log.read_text()
-                time.sleep(0.3)
-            yield url
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+    args = [GRAPHROUTE, "serve", "--store", store, "--group", "g", "--host", "127.0.0.1", "--port", str(port)]
+    with live_server(args, port, env, log, tmp_path) as url:
+        yield url
 
 
 def test_list_and_delete_over_http(base: str) -> None:
