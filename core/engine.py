@@ -130,5 +130,36 @@ class GraphRoute:
 
         return group_stats(self.store, group or self.group)
 
+    # ------------------------------------------------------------------ managing the index
+    def groups(self) -> list[dict[str, Any]]:
+        """The store's groups with their document and sentence counts."""
+        from graphroute.core.api.models import Label
+
+        rows = []
+        for g in self.store.groups():
+            nodes = self.store.counts(g).get("nodes", {})
+            rows.append({"group": g, "documents": nodes.get(Label.DOCUMENT.value, 0), "sentences": nodes.get(Label.SENTENCE.value, 0)})
+        return rows
+
+    def documents(self, group: str | None = None) -> list[dict[str, Any]]:
+        """The group's documents: id, title, path, content hash, indexed at, sentences."""
+        from graphroute.core.index.manage import list_documents
+
+        return list_documents(self.store, group or self.group)
+
+    def delete(self, group: str, document: str | None = None) -> dict[str, Any]:
+        """Delete a whole group, or the documents ``document`` names (an id, a title or a
+        path) with the derived layers updated; later queries never cite them."""
+        from graphroute.core.index import manage
+
+        if document is None:
+            result = manage.delete_group(self.store, group)
+        else:
+            ids = [d["id"] for d in manage.resolve_documents(self.store, group, document)]
+            result = manage.delete_documents(self.store, group, ids, registry=self.registry, settings=self.settings)
+        with self._lock:
+            self._services.pop(group, None)
+        return result
+
     def close(self) -> None:
         self.store.close()

@@ -94,6 +94,13 @@ class LLMConfigError(ConfigError):
     """The LLM client named by the environment or a route cannot be configured."""
 
 
+class NotFoundError(UserError):
+    """A named thing (a group, a document) does not exist: exit 2, HTTP 404."""
+
+    http_status = 404
+    code = "not_found"
+
+
 class DatasetError(UserError):
     """A benchmark questions or corpus file that cannot be read."""
 

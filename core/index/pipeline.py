@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -188,13 +189,18 @@ class Indexer:
         )
 
     # ------------------------------------------------------------------ the run
-    def index_paths(self, paths: list[Path], remove_missing: bool = False) -> IndexReport:
+    def index_paths(
+        self, paths: list[Path], remove_missing: bool = False, remove: Collection[str] = ()
+    ) -> IndexReport:
+        """Index ``paths``; delete the documents whose ids are in ``remove`` (and, with
+        ``remove_missing``, those whose files are gone), then update the derived layers."""
         from graphroute.core.api.constants import INDEX_PROFILE_META, INDEX_REPORT_META
         from graphroute.core.api.models import Label
         from graphroute.core.index.skeleton import doc_id_for, plan_document, skeletons
         from graphroute.core.lib.progress import track
 
         t0 = time.perf_counter()
+        indexed_at = datetime.now(UTC).isoformat(timespec="seconds")
         report = IndexReport()
         profile_json = self.profile.model_dump(by_alias=True, mode="json")
         parse_fp = fingerprint([profile_json["segmenter"], profile_json["embedder"], profile_json["parse"]]
@@ -251,14 +257,14 @@ class Indexer:
         report.timings["load"] = time.perf_counter() - tl
 
         # ---- removed documents
-        to_remove: list[str] = []
+        to_remove: list[str] = [did for did in dict.fromkeys(remove) if did in documents]
         if remove_missing:
             for did, info in documents.items():
                 src = str(info.get("source", ""))
                 file_part = src.split("#", 1)[0]
                 gone = not Path(file_part).exists()
                 dropped = file_part in loaded_files and did not in yielded
-                if gone or dropped:
+                if (gone or dropped) and did not in to_remove:
                     to_remove.append(did)
 
         # ---- parse, embed, write in batches of documents
@@ -290,7 +296,10 @@ class Indexer:
                     for sk, d in zip(skels, batch, strict=True):
                         for k, v in sk.stats.items():
                             parse_stats[k] = parse_stats.get(k, 0) + v
-                        entry = {"hash": d.content_hash, "source": d.source, "title": d.title}
+                        entry = {
+                            "hash": d.content_hash, "source": d.source, "title": d.title,
+                            "indexed_at": indexed_at,
+                        }
                         changed.add(sk.doc_id)
                         report.sentences_written += len(sk.sentence_ids)
                         if sk.doc_id not in documents:

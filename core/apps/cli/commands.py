@@ -73,22 +73,30 @@ def plugins(as_json: Annotated[bool, typer.Option("--json", help="machine-readab
 
 
 @routes_app.callback()
-def routes_list(ctx: typer.Context) -> None:
+def routes_list(
+    ctx: typer.Context, as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False
+) -> None:
     """List routes (shipped ones and those in $GRAPHROUTE_ROUTES)."""
     if ctx.invoked_subcommand is not None:
         return
     import yaml
 
+    rows = []
+    for name, path in list_routes().items():
+        try:
+            desc = str((yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("description", "") or "")
+        except Exception as exc:  # a broken user route still shows up, with its problem
+            desc = f"(unreadable: {exc})"
+        rows.append({"name": name, "description": desc.strip(), "file": str(path)})
+    if as_json:
+        print(json.dumps({"routes": rows}, indent=2, ensure_ascii=False))
+        return
     table = Table(title="routes")
     table.add_column("name")
     table.add_column("description")
     table.add_column("file")
-    for name, path in list_routes().items():
-        try:
-            desc = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("description", "")
-        except Exception as exc:  # a broken user route still shows up, with its problem
-            desc = f"(unreadable: {exc})"
-        table.add_row(name, str(desc).strip().splitlines()[0] if desc else "", str(path))
+    for r in rows:
+        table.add_row(r["name"], r["description"].splitlines()[0] if r["description"] else "", r["file"])
     out.print(table)
 
 

@@ -64,8 +64,19 @@ def settings_for(store: str | None, group: str | None) -> Settings:
     return s
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from graphroute.core import __version__
+
+        print(f"graphroute {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
 def _global_options(
+    version: Annotated[
+        bool, typer.Option("--version", help="print the version and exit", is_eager=True, callback=_print_version)
+    ] = False,
     neo4j_user: Annotated[str | None, typer.Option("--neo4j-user", help="Neo4j user [env NEO4J_USER]")] = None,
     neo4j_password: Annotated[
         str | None, typer.Option("--neo4j-password", help="Neo4j password [env NEO4J_PASSWORD]", show_default=False)
@@ -93,6 +104,7 @@ def engine(store: str | None, group: str | None) -> Any:
 # command modules only, never stage or model plugins).
 DEFAULT_COMMANDS: tuple[str, ...] = (
     "graphroute.core.apps.cli.commands",
+    "graphroute.core.apps.cli.manage",
     "graphroute.core.apps.bench.commands",
     "graphroute.core.apps.serve.commands",
     "graphroute.core.apps.perf.commands",

@@ -31,7 +31,7 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
@@ -441,6 +441,10 @@ class JobManager:
             seconds=round(job.finished - (job.started or job.finished), 3), request_id=request_id,
         )
 
+    def run_write(self, work: Callable[[], T]) -> Future[T]:
+        """Run a store write (a delete) on the jobs' worker thread, after the queued jobs."""
+        return self._pool.submit(work)
+
     def get(self, job_id: str) -> Job | None:
         with self._lock:
             return self._jobs.get(job_id)
@@ -753,6 +757,10 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
         if job is None:
             raise ApiError(404, "unknown_job", f"no job {job_id!r} (jobs are kept in memory until the server restarts)")
         return job.info()
+
+    from graphroute.core.apps.serve.manage import add_manage_routes
+
+    add_manage_routes(app, gr, auth=auth, run_limited=run_limited, run_write=jobs.run_write, error_responses=_error_responses)
 
     # what an app mounted on this one (the playground) reuses: the token check, the query pool
     app.state.auth, app.state.run_limited = auth, run_limited

@@ -1,0 +1,119 @@
+"""Commands that manage what is indexed: ``groups``, ``documents`` and ``delete``.
+
+A default command plugin like :mod:`graphroute.core.apps.cli.commands`; each command is a
+thin layer over :class:`~graphroute.core.engine.GraphRoute` (``groups()``, ``documents()``,
+``delete()``), which the HTTP API's ``/groups`` endpoints call too.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated, Any
+
+import typer
+from graphroute.core.apps.cli.main import StoreOpt, engine, err, out
+from graphroute.core.errors import UserError
+from graphroute.core.hookspecs import hookimpl
+from rich.table import Table
+
+commands = typer.Typer()
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="machine-readable output")]
+RequiredGroupOpt = Annotated[str, typer.Option("--group", "-g", help="group (corpus) name", metavar="GROUP")]
+
+
+@hookimpl
+def register_commands(cli: typer.Typer) -> None:
+    cli.registered_commands.extend(commands.registered_commands)
+
+
+@commands.command()
+def groups(store: StoreOpt = None, as_json: JsonOpt = False) -> None:
+    """List the store's groups with their document and sentence counts."""
+    rows = engine(store, None).groups()
+    if as_json:
+        print(json.dumps({"groups": rows}, indent=2))
+        return
+    if not rows:
+        err.print("no groups; index documents first: graphroute index PATH --group NAME", highlight=False)
+        return
+    table = Table(title="groups")
+    table.add_column("group")
+    table.add_column("documents", justify="right")
+    table.add_column("sentences", justify="right")
+    for r in rows:
+        table.add_row(r["group"], str(r["documents"]), str(r["sentences"]))
+    out.print(table)
+
+
+@commands.command()
+def documents(group: RequiredGroupOpt, store: StoreOpt = None, as_json: JsonOpt = False) -> None:
+    """List a group's documents: id, title, path, content hash, when indexed, sentences."""
+    rows = engine(store, group).documents(group)
+    if as_json:
+        print(json.dumps({"group": group, "documents": rows}, indent=2, ensure_ascii=False))
+        return
+    table = Table(title=f"documents in group {group}")
+    for col in ("id", "title", "path", "content hash", "indexed at", "sentences"):
+        table.add_column(col, justify="right" if col == "sentences" else "left", overflow="fold")
+    for r in rows:
+        table.add_row(
+            r["id"], r["title"], r["path"], (r["content_hash"] or "")[:12], r["indexed_at"] or "-", str(r["sentences"]),
+            end_section=False,
+        )
+    out.print(table)
+
+
+@commands.command()
+def delete(
+    group: RequiredGroupOpt,
+    document: Annotated[
+        str | None,
+        typer.Option("--document", "-d", metavar="ID|TITLE|PATH", help="delete only this document (by id, title or file path)"),
+    ] = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="do not ask for confirmation")] = False,
+    store: StoreOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Delete a group, or one document of it (its derived layers are updated).
+
+    Asks for confirmation on a terminal; elsewhere (a script, a pipe) it refuses without
+    --yes and exits 2.
+    """
+    gr = engine(store, group)
+    if document is None:
+        from graphroute.core.index.manage import require_group
+
+        require_group(gr.store, group)
+        what = f"the whole group {group!r} ({gr.store.location})"
+    else:
+        from graphroute.core.index.manage import resolve_documents
+
+        docs = resolve_documents(gr.store, group, document)
+        names = ", ".join(f"{d['title'] or d['id']} ({d['id']})" for d in docs)
+        what = f"{len(docs)} document(s) from group {group!r}: {names}"
+    if not yes:
+        if not sys.stdin.isatty():
+            raise UserError(f"refusing to delete {what} without confirmation; pass --yes")
+        if not typer.confirm(f"Delete {what}?", default=False, err=True):
+            err.print("nothing deleted")
+            raise typer.Exit(1)
+    result = gr.delete(group, document)
+    if as_json:
+        print(json.dumps(result, indent=2, ensure_ascii=False))
+        return
+    _print_delete(result)
+
+
+def _print_delete(result: dict[str, Any]) -> None:
+    if result.get("deleted_group"):
+        out.print(f"[bold]deleted[/] group {result['group']} ({result['documents']} documents)", highlight=False)
+        return
+    out.print(
+        f"[bold]deleted[/] {len(result['deleted'])} document(s) from group {result['group']}; "
+        f"{result['documents']} documents, {result['sentences']} sentences remain",
+        highlight=False,
+    )
+    for w in result.get("warnings", []):
+        err.print(f"[yellow]warning:[/] {w}", highlight=False)

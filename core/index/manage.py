@@ -1,0 +1,111 @@
+"""Managing what is indexed: list groups and documents, delete a document or a group.
+
+The CLI (``graphroute groups|documents|delete``), the HTTP API (``/groups``) and
+:class:`~graphroute.core.engine.GraphRoute` all go through these functions. Deleting a
+document goes through the indexer's own removal path (:meth:`Indexer.index_paths` with
+``remove``), so the derived layers (kNN edges, entity graph, communities) are updated exactly
+as when ``graphroute index --remove-missing`` drops a document whose file is gone.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from graphroute.core.api.constants import DOCUMENTS_META, INDEX_PROFILE_META
+from graphroute.core.api.models import Label
+from graphroute.core.api.store import GraphStore
+from graphroute.core.config.settings import Settings
+from graphroute.core.errors import NotFoundError, UserError
+from graphroute.core.registry import Registry
+
+
+def require_group(store: GraphStore, group: str) -> None:
+    """A NotFoundError naming the groups that exist, unless ``group`` holds anything."""
+    known = store.groups()
+    if group not in known:
+        listed = ", ".join(known) if known else "none"
+        raise NotFoundError(f"group {group!r} not found in store '{store.location}' (groups: {listed})")
+
+
+def list_documents(store: GraphStore, group: str) -> list[dict[str, Any]]:
+    """The group's documents, ordered by title then id: id, title, path (the loader's
+    source), content hash, when it was indexed (None for documents indexed before that was
+    recorded) and its sentence count."""
+    require_group(store, group)
+    meta: dict[str, Any] = store.get_meta(group, DOCUMENTS_META) or {}
+    rows: list[dict[str, Any]] = []
+    uncounted: list[dict[str, Any]] = []
+    for node in store.iter_nodes(group, Label.DOCUMENT.value):
+        info = meta.get(node.id) or {}
+        row = {
+            "id": node.id,
+            "title": node.props.get("title") or info.get("title") or "",
+            "path": node.props.get("source") or info.get("source") or "",
+            "content_hash": node.props.get("content_hash") or info.get("hash"),
+            "indexed_at": info.get("indexed_at"),
+            "sentences": node.props.get("sentence_count"),
+        }
+        if row["sentences"] is None:
+            uncounted.append(row)
+        rows.append(row)
+    if uncounted:  # a document node without its count: count its sentences once for all
+        per_doc = Counter(n.doc_id for n in store.iter_nodes(group, Label.SENTENCE.value))
+        for row in uncounted:
+            row["sentences"] = per_doc.get(row["id"], 0)
+    rows.sort(key=lambda r: (str(r["title"]).casefold(), r["id"]))
+    return rows
+
+
+def resolve_documents(store: GraphStore, group: str, document: str) -> list[dict[str, Any]]:
+    """The documents ``document`` names: an id, else a title, else a path (every document
+    loaded from that file). A title two documents share is refused with their ids."""
+    docs = list_documents(store, group)
+    by_id = [d for d in docs if d["id"] == document]
+    if by_id:
+        return by_id
+    by_title = [d for d in docs if d["title"] == document]
+    if len(by_title) == 1:
+        return by_title
+    if len(by_title) > 1:
+        ids = ", ".join(d["id"] for d in by_title)
+        raise UserError(f"{len(by_title)} documents in group {group!r} are titled {document!r}; name one by id: {ids}")
+    wanted = {document, str(Path(document).expanduser().resolve())}
+    by_path = [d for d in docs if str(d["path"]).split("#", 1)[0] in wanted or d["path"] in wanted]
+    if by_path:
+        return by_path
+    raise NotFoundError(
+        f"no document {document!r} in group {group!r} (by id, title or path); "
+        f"list them with: graphroute documents --group {group}"
+    )
+
+
+def delete_documents(
+    store: GraphStore, group: str, doc_ids: list[str], *, registry: Registry, settings: Settings
+) -> dict[str, Any]:
+    """Delete documents and update the derived layers, with the profile the group was
+    indexed with (so nothing else is re-parsed or re-embedded)."""
+    from graphroute.core.config.index_profile import IndexProfile, load_index_profile
+    from graphroute.core.index.pipeline import Indexer
+
+    stored = store.get_meta(group, INDEX_PROFILE_META)
+    profile = IndexProfile.model_validate(stored) if isinstance(stored, dict) else load_index_profile(None)
+    indexer = Indexer(store, group, registry=registry, settings=settings, profile=profile)
+    report = indexer.index_paths([], remove=doc_ids)
+    return {
+        "group": group,
+        "deleted": doc_ids,
+        "documents": report.documents,
+        "sentences": report.sentences,
+        "steps": report.steps,
+        "warnings": report.warnings,
+    }
+
+
+def delete_group(store: GraphStore, group: str) -> dict[str, Any]:
+    """Delete everything the group holds: nodes, edges, vectors and metadata."""
+    require_group(store, group)
+    n = store.counts(group).get("nodes", {}).get(Label.DOCUMENT.value, 0)
+    store.delete_group(group)
+    return {"group": group, "deleted_group": True, "documents": n}

@@ -1,0 +1,114 @@
+"""`graphroute groups`, `documents` and `delete` through the console entry point, and the
+confirmation prompt on a real terminal (a pseudo-terminal)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from graphroute.core.apps.cli.main import main
+from graphroute.core.engine import GraphRoute
+
+GRAPHROUTE = str(Path(sys.executable).parent / "graphroute")
+
+
+@pytest.fixture
+def run(indexed: GraphRoute, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):  # type: ignore[no-untyped-def]
+    """The console entry point in-process (its error mapping included): exit code, stdout, stderr."""
+    monkeypatch.setenv("GRAPHROUTE_CACHE", str(indexed.settings.cache_dir))
+    monkeypatch.setenv("COLUMNS", "200")
+    indexed.close()  # the CLI opens the store itself
+    store = indexed.settings.store
+
+    def invoke(*args: str) -> tuple[int, str, str]:
+        capsys.readouterr()
+        try:
+            main([*args, "--store", store])
+            code = 0
+        except SystemExit as exc:
+            code = int(exc.code or 0)
+        captured = capsys.readouterr()
+        return code, captured.out, captured.err
+
+    return invoke
+
+
+def test_groups_and_documents(run) -> None:  # type: ignore[no-untyped-def]
+    code, out, _ = run("groups", "--json")
+    assert code == 0
+    assert json.loads(out)["groups"] == [
+        {"group": "g", "documents": 3, "sentences": 6}, {"group": "h", "documents": 1, "sentences": 2},
+    ]
+    code, out, _ = run("groups")
+    assert code == 0 and "g" in out and "documents" in out and not out.lstrip().startswith("{")
+    code, out, _ = run("documents", "--group", "g", "--json")
+    docs = json.loads(out)["documents"]
+    assert code == 0 and [d["title"] for d in docs] == ["Harbour", "Lighthouse", "Orchard"]
+    assert set(docs[0]) == {"id", "title", "path", "content_hash", "indexed_at", "sentences"}
+    code, out, _ = run("documents", "--group", "g")
+    assert code == 0 and "Lighthouse" in out and "indexed at" in out
+    code, _, err = run("documents", "--group", "nope")
+    assert code == 2 and "group 'nope' not found" in err and "g, h" in err
+
+
+def test_delete_refuses_without_yes_off_a_terminal(run) -> None:  # type: ignore[no-untyped-def]
+    code, _, err = run("delete", "--group", "g", "--document", "Lighthouse")
+    assert code == 2 and "pass --yes" in err and "Lighthouse" in err
+    code, _, err = run("delete", "--group", "h")
+    assert code == 2 and "whole group 'h'" in err
+    _, out, _ = run("groups", "--json")
+    assert [g["documents"] for g in json.loads(out)["groups"]] == [3, 1]  # nothing deleted
+
+
+def test_delete_with_yes(run) -> None:  # type: ignore[no-untyped-def]
+    code, out, _ = run("delete", "--group", "g", "--document", "Lighthouse", "--yes")
+    assert code == 0 and "deleted 1 document(s) from group g; 2 documents" in out
+    _, out, _ = run("documents", "--group", "g", "--json")
+    assert [d["title"] for d in json.loads(out)["documents"]] == ["Harbour", "Orchard"]
+    code, out, _ = run("delete", "--group", "h", "--yes", "--json")
+    assert code == 0 and json.loads(out) == {"group": "h", "deleted_group": True, "documents": 1}
+    code, _, err = run("delete", "--group", "g", "--document", "Lighthouse", "--yes")
+    assert code == 2 and "no document 'Lighthouse'" in err
+
+
+def _on_terminal(args: list[str], answer: str, env: dict[str, str]) -> tuple[int, str]:
+    """Run the real command with a pseudo-terminal as stdin/stdout, answer its prompt."""
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(args, stdin=follower, stdout=follower, stderr=follower, env=env, close_fds=True)
+    os.close(follower)
+    seen = b""
+    deadline = time.monotonic() + 120
+    answered = False
+    while proc.poll() is None or not answered:
+        assert time.monotonic() < deadline, seen.decode(errors="replace")
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:  # the command exited and closed the terminal
+            break
+        seen += chunk
+        if not answered and b"[y/N]" in seen:
+            os.write(leader, answer.encode() + b"\n")
+            answered = True
+    proc.wait(timeout=60)
+    os.close(leader)
+    return proc.returncode, re.sub(r"\x1b\[[0-9;]*m", "", seen.decode(errors="replace"))  # no styles
+
+
+def test_delete_asks_on_a_terminal(indexed: GraphRoute) -> None:
+    store = indexed.settings.store
+    indexed.close()
+    env = {**os.environ, "GRAPHROUTE_CACHE": str(indexed.settings.cache_dir), "GRAPHROUTE_PROGRESS": "0"}
+    code, text = _on_terminal([GRAPHROUTE, "delete", "--group", "h", "--store", store], "n", env)
+    assert code == 1 and "Delete the whole group 'h'" in text and "nothing deleted" in text
+    code, text = _on_terminal([GRAPHROUTE, "delete", "--group", "h", "--store", store], "y", env)
+    assert code == 0 and "deleted group h" in text
+    gr = GraphRoute(store=store)
+    assert [r["group"] for r in gr.groups()] == ["g"]
+    gr.close()
