@@ -10,6 +10,7 @@ them to exit codes and HTTP statuses.
   is :class:`StoreUnavailableError` (exit 3, HTTP 503).
 * :class:`LoaderError` - one file cannot be loaded; index runs report it per file.
 * :class:`ModelError` - a model or client cannot be created, called or understood.
+* :class:`QueryTimeoutError` - a query ran past its deadline and was stopped (HTTP 504).
 
 Anything else that escapes is an internal error: exit 1, HTTP 500.
 """
@@ -109,6 +110,26 @@ class ScaffoldError(UserError):
     """``graphroute new-plugin`` cannot create the package it was asked for."""
 
 
+class QuestionError(UserError):
+    """A question that is blank or longer than the question-length limit."""
+
+    code = "bad_question"
+
+
+class UnknownGroupError(UserError):
+    """A group that does not exist in the store (HTTP 404)."""
+
+    http_status = 404
+    code = "unknown_group"
+
+
+class BadBooleanError(UserError, ValueError):
+    """A value that should be a boolean and is not one of true/false/1/0/yes/no (a
+    ValueError too, so a pydantic validator that raises it reports a validation error)."""
+
+    code = "bad_boolean"
+
+
 class PluginError(GraphRouteError):
     """A plugin or component that is not installed, not found or does not load."""
 
@@ -123,6 +144,14 @@ class StoreError(GraphRouteError):
     exit_code = EXIT_INTERNAL
     http_status = 503
     code = "store"
+
+
+class StoreLocationError(StoreError):
+    """A store location the user named that cannot be used: a file where a folder belongs,
+    a folder that cannot be created or written (exit 2)."""
+
+    exit_code = EXIT_USER
+    code = "store_location"
 
 
 class StoreUnavailableError(StoreError):
@@ -195,6 +224,14 @@ class LLMRefusalError(LLMOutputError):
     """The model declined to answer (a refusal or a content-filter stop)."""
 
     code = "model_refused"
+
+
+class QueryTimeoutError(GraphRouteError):
+    """A query ran past its deadline; the runner stopped it at its next check."""
+
+    exit_code = EXIT_UNAVAILABLE
+    http_status = 504
+    code = "timeout"
 
 
 def message_for(exc: BaseException) -> str:

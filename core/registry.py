@@ -24,6 +24,7 @@ from graphroute.core.api.components import (
     StoreBackend,
 )
 from graphroute.core.api.stage import Stage, StageKind
+from graphroute.core.api.values import env_flag
 from graphroute.core.errors import PluginError
 
 T = TypeVar("T")
@@ -176,12 +177,12 @@ def build_registry(*, entry_points: bool = True, extra_plugins: list[object] | N
         try:
             module = importlib.import_module(modname)
         except ImportError as exc:  # an optional dependency missing must not break the CLI
-            if os.environ.get("GRAPHROUTE_STRICT_PLUGINS"):
+            if env_flag("GRAPHROUTE_STRICT_PLUGINS"):
                 raise
             _skipped_builtins[modname] = str(exc)
             continue
         pm.register(module, name=modname)
-    if entry_points and not os.environ.get("GRAPHROUTE_DISABLE_ENTRY_POINTS"):
+    if entry_points and not env_flag("GRAPHROUTE_DISABLE_ENTRY_POINTS"):
         try:
             pm.load_setuptools_entrypoints(hookspecs.PROJECT)
         except Exception as exc:  # a broken third-party plugin is reported, by name

@@ -15,16 +15,23 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from graphroute.core.api.values import strict_booleans
+from pydantic import BaseModel, ConfigDict, model_validator
 
 if TYPE_CHECKING:
     from graphroute.core.api.store import GraphStore
 
 
 class ComponentParams(BaseModel):
-    """Base for component settings: unknown keys are an error."""
+    """Base for component settings: unknown keys are an error; booleans follow the one
+    boolean rule (:func:`~graphroute.core.api.values.strict_booleans`)."""
 
     model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _strict_booleans(cls, data: Any) -> Any:
+        return strict_booleans(cls, data)
 
 
 class Component:

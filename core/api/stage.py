@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import numpy as np
 from graphroute.core.api.models import Citation, Evidence, ScoredNode, Seed, SeedArray
-from pydantic import BaseModel, ConfigDict
+from graphroute.core.api.values import strict_booleans
+from pydantic import BaseModel, ConfigDict, model_validator
 
 if TYPE_CHECKING:
     from graphroute.core.api.components import Embedder, LLMClient
@@ -92,9 +93,15 @@ class Slot(StrEnum):
 
 
 class StageParams(BaseModel):
-    """Base for every stage's ``Params``: unknown keys are an error, not silently ignored."""
+    """Base for every stage's ``Params``: unknown keys are an error, not silently ignored,
+    and a boolean given as text follows :func:`~graphroute.core.api.values.parse_bool`."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _strict_booleans(cls, data: Any) -> Any:
+        return strict_booleans(cls, data)
 
 
 @dataclass(frozen=True)

@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import difflib
+import logging
 import os
+import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
-from graphroute.core.config.route import ParallelSpec, RouteConfig, StageSpec
+from graphroute.core.api.values import parse_bool
+from graphroute.core.config.route import (
+    ParallelSpec,
+    RouteConfig,
+    StageSpec,
+    list_routes,
+    load_route_file,
+)
 from graphroute.core.errors import RouteConfigError
 
 # --------------------------------------------------------------------------- overrides
@@ -57,7 +66,7 @@ def overrides_from_cli(
         key, value = item.split("=", 1)
         stage_id, param = key.split(".", 1)
         if param == "enabled":
-            ov.enabled[stage_id] = bool(parse_value(value))
+            ov.enabled[stage_id] = parse_bool(value, f"--set {key}")
         else:
             ov.params[(stage_id, param)] = parse_value(value)
     for s in disable:
@@ -70,7 +79,7 @@ def overrides_from_cli(
 def overrides_from_env(environ: Mapping[str, str] | None = None) -> Overrides:
     """``GRAPHROUTE__SCORE_GAP__THRESHOLD=0.4`` and ``GRAPHROUTE__SCORE_GAP__ENABLED=0``.
     Ids are matched case-insensitively; ids not in the route are ignored (the environment
-    applies to every route)."""
+    applies to every route), with a warning when no installed route has that id."""
     ov = Overrides(origin="environment", strict=False)
     for name, value in (environ if environ is not None else os.environ).items():
         if not name.startswith(ENV_PREFIX):
@@ -80,7 +89,7 @@ def overrides_from_env(environ: Mapping[str, str] | None = None) -> Overrides:
             continue
         stage_id, param = parts[0].lower(), parts[1].lower()
         if param == "enabled":
-            ov.enabled[stage_id] = value.strip().lower() not in ("0", "false", "no", "off", "")
+            ov.enabled[stage_id] = parse_bool(value, name)
         else:
             ov.params[(stage_id, param)] = parse_value(value)
     return ov
@@ -94,13 +103,13 @@ def overrides_from_mapping(mapping: Mapping[str, Any] | None) -> Overrides:
         if isinstance(value, Mapping):
             for param, v in value.items():
                 if param == "enabled":
-                    ov.enabled[key] = bool(v)
+                    ov.enabled[key] = parse_bool(v, f"override {key}.enabled")
                 else:
                     ov.params[(key, param)] = v
         elif "." in key:
             stage_id, param = key.split(".", 1)
             if param == "enabled":
-                ov.enabled[stage_id] = bool(value)
+                ov.enabled[stage_id] = parse_bool(value, f"override {key}")
             else:
                 ov.params[(stage_id, param)] = value
         else:
@@ -118,9 +127,12 @@ def apply_overrides(cfg: RouteConfig, ov: Overrides) -> RouteConfig:
             by_id.setdefault(e.key, e)
     lower = {k.lower(): k for k in by_id}
 
+    ignored: list[str] = []
+
     def target(stage_id: str) -> StageSpec | ParallelSpec | None:
         key = stage_id if stage_id in by_id else lower.get(stage_id.lower()) if not ov.strict else None
         if key is None:
+            ignored.append(stage_id)
             if ov.strict:
                 close = difflib.get_close_matches(stage_id, list(by_id), n=1)
                 hint = f"did you mean '{close[0]}'? " if close else ""
@@ -146,4 +158,46 @@ def apply_overrides(cfg: RouteConfig, ov: Overrides) -> RouteConfig:
         t = target(stage_id)
         if t is not None:
             t.enabled = on
+    if ignored:
+        warn_unknown_stage_ids(ignored, ov.origin)
     return cfg
+
+
+_logger = logging.getLogger("graphroute.config")
+_checked_ids: set[str] = set()
+_checked_lock = threading.Lock()
+
+
+def warn_unknown_stage_ids(stage_ids: Iterable[str], origin: str) -> list[str]:
+    """Warn (once per id and process) about override ids that no installed route has: a
+    typo in ``GRAPHROUTE__ID__PARAM`` would otherwise be ignored without a word. Returns
+    the ids warned about now."""
+    with _checked_lock:
+        fresh = [s for s in dict.fromkeys(i.lower() for i in stage_ids) if s not in _checked_ids]
+        _checked_ids.update(fresh)
+    if not fresh:
+        return []
+    known = known_stage_ids()
+    warned = []
+    for stage_id in fresh:
+        if stage_id in known:
+            continue
+        close = difflib.get_close_matches(stage_id, sorted(known), n=1)
+        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        _logger.warning("%s names stage id '%s', which no installed route has; ignored%s", origin, stage_id, hint)
+        warned.append(stage_id)
+    return warned
+
+
+def known_stage_ids() -> set[str]:
+    """Stage ids (lower case) of every route ``list_routes`` finds; a route that does not
+    load contributes none."""
+    ids: set[str] = set()
+    for path in list_routes().values():
+        try:
+            cfg = load_route_file(str(path))
+        except Exception:  # a broken user route is reported when it is used, not here
+            continue
+        ids.update(s.key.lower() for s in cfg.iter_stages())
+        ids.update(e.key.lower() for e in cfg.stages if isinstance(e, ParallelSpec))
+    return ids

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 from graphroute.core.api.components import ComponentParams, Embedder
+from graphroute.core.api.values import env_flag
 from graphroute.core.hookspecs import hookimpl
 from graphroute.core.lib.phases import release_free_memory
 from graphroute.plugins.embedders.bert_forward import LeanBert
@@ -54,7 +55,7 @@ def leave_triton_unloaded_without_gpu() -> None:
     Nothing changes where a CUDA device is visible or Triton was already imported, and
     ``GRAPHROUTE_LOAD_TRITON=1`` keeps it importable (a CPU Triton build, say).
     """
-    if "triton" in sys.modules or os.environ.get("GRAPHROUTE_LOAD_TRITON") == "1":
+    if "triton" in sys.modules or env_flag("GRAPHROUTE_LOAD_TRITON"):
         return
     import torch
 

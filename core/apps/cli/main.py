@@ -14,6 +14,7 @@ import sys
 from typing import Annotated, Any, NoReturn
 
 import typer
+from graphroute.core.api.values import env_flag
 from graphroute.core.config.settings import DEFAULT_STORE, Settings
 from graphroute.core.errors import (
     GraphRouteError,
@@ -128,7 +129,7 @@ def cli_app() -> typer.Typer:
         pm.add_hookspecs(hookspecs)
         for name in reversed(DEFAULT_COMMANDS):  # pluggy calls the last registered first
             pm.register(importlib.import_module(name), name=name)
-        if not os.environ.get("GRAPHROUTE_DISABLE_ENTRY_POINTS"):
+        if not env_flag("GRAPHROUTE_DISABLE_ENTRY_POINTS"):
             try:
                 pm.load_setuptools_entrypoints(COMMANDS_ENTRY_POINTS)
             except Exception as exc:  # a broken command plugin is reported by name, not a traceback
@@ -139,7 +140,11 @@ def cli_app() -> typer.Typer:
 
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: every error leaves through :func:`exit_code_for`."""
-    debug = bool(os.environ.get("GRAPHROUTE_DEBUG"))
+    try:
+        debug = env_flag("GRAPHROUTE_DEBUG")
+    except GraphRouteError as exc:
+        err.print(f"[bold red]error:[/] {message_for(exc)}", highlight=False, soft_wrap=True)
+        sys.exit(exit_code_for(exc))
     try:
         # standalone_mode=False makes click *return* the code of a `typer.Exit(n)` raised in
         # a command instead of raising it: pass it on, or every failure would exit 0

@@ -1,0 +1,58 @@
+"""Parsing of user-given values that every entry point shares: booleans.
+
+One rule everywhere (route YAML, ``--set``, ``GRAPHROUTE__ID__ENABLED``, API overrides,
+``GRAPHROUTE_*`` switches): ``true``/``false``, ``1``/``0``, ``yes``/``no`` (any case), or a
+real boolean; anything else is an error, never "on because the string is not empty".
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from graphroute.core.errors import BadBooleanError
+from pydantic import BaseModel
+
+TRUE_WORDS = frozenset({"true", "1", "yes"})
+FALSE_WORDS = frozenset({"false", "0", "no"})
+
+
+def parse_bool(value: Any, what: str = "value") -> bool:
+    """``value`` as a boolean, or :class:`BadBooleanError` (a user error, exit 2 / HTTP 400)
+    naming ``what``."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str):
+        word = value.strip().lower()
+        if word in TRUE_WORDS:
+            return True
+        if word in FALSE_WORDS:
+            return False
+    shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "..."
+    raise BadBooleanError(f"{what} must be true/false, 1/0 or yes/no, not {shown}")
+
+
+def env_flag(name: str, default: bool = False) -> bool:
+    """The boolean environment switch ``name``; unset or empty means ``default``."""
+    raw = os.environ.get(name, "")
+    return default if not raw.strip() else parse_bool(raw, name)
+
+
+def strict_booleans(model: type[BaseModel], data: Any) -> Any:
+    """``data`` with the text values of ``model``'s boolean fields parsed by the one boolean
+    rule (pydantic alone would also take "on", "t" or "y")."""
+    if not isinstance(data, dict):
+        return data
+    out = data
+    for name, info in model.model_fields.items():
+        if info.annotation not in (bool, bool | None):
+            continue
+        key = name if name in data else info.alias
+        if key is None or key not in data or not isinstance(data[key], str):
+            continue
+        if out is data:
+            out = dict(data)
+        out[key] = parse_bool(data[key], f"`{name}`")
+    return out
