@@ -23,8 +23,8 @@ from graphroute.core.api.store import GraphStore
 from graphroute.core.config.overrides import Overrides, overrides_from_mapping
 from graphroute.core.config.resolve import ResolvedRoute, load_route
 from graphroute.core.config.settings import Settings
-from graphroute.core.errors import StoreError
-from graphroute.core.query.runner import run_route
+from graphroute.core.errors import StoreError, UnknownGroupError
+from graphroute.core.query.runner import check_question, run_route
 from graphroute.core.query.services import Services
 from graphroute.core.registry import Registry, get_registry
 
@@ -101,11 +101,14 @@ class GraphRoute:
         *,
         group: str | None = None,
         overrides: Overrides | Mapping[str, Any] | None = None,
+        timeout_s: float | None = None,
     ) -> QueryResult:
-        if not question or not question.strip():
-            raise ValueError("the question is empty")
+        """Answer ``question`` through ``route``. A question longer than
+        ``settings.max_question_chars`` is refused (QuestionError); with ``timeout_s`` the
+        query is stopped after that many seconds (QueryTimeoutError)."""
+        check_question(question, self.settings.max_question_chars)
         resolved = self.route(route, overrides)
-        return run_route(resolved, question, self.services(group))
+        return run_route(resolved, question, self.services(group), timeout_s=timeout_s)
 
     # ------------------------------------------------------------------ index
     def index(
@@ -115,20 +118,39 @@ class GraphRoute:
         group: str | None = None,
         profile: str | None = None,
         remove_missing: bool = False,
+        roots: Sequence[str | Path] | None = None,
     ) -> Any:
-        """Index files or folders into the group (see :class:`~graphroute.core.index.pipeline.Indexer`)."""
+        """Index files or folders into the group (see :class:`~graphroute.core.index.pipeline.Indexer`);
+        with ``roots``, only files whose real path is under one of them."""
         from graphroute.core.index.pipeline import Indexer
 
         indexer = Indexer(self.store, group or self.group, registry=self.registry, settings=self.settings, profile=profile)
-        report = indexer.index_paths([Path(p) for p in paths], remove_missing=remove_missing)
+        report = indexer.index_paths(
+            [Path(p) for p in paths], remove_missing=remove_missing,
+            roots=[Path(r) for r in roots] if roots is not None else None,
+        )
         with self._lock:
             self._services.pop(group or self.group, None)
         return report
 
     def stats(self, group: str | None = None) -> dict[str, Any]:
+        """Counts and index statistics of a group; UnknownGroupError (exit 2, HTTP 404) for a
+        group the store does not hold."""
         from graphroute.core.index.stats import group_stats
 
-        return group_stats(self.store, group or self.group)
+        group = group or self.group
+        self.require_group(group)
+        return group_stats(self.store, group)
+
+    def require_group(self, group: str) -> None:
+        """Raise UnknownGroupError unless the store holds ``group``."""
+        groups = self.store.groups()
+        if group not in groups:
+            known = ", ".join(sorted(groups)[:20]) or "none yet"
+            raise UnknownGroupError(
+                f"group '{group}' does not exist in this store (groups: {known}); "
+                f"index documents first: graphroute index PATH --group {group}"
+            )
 
     # ------------------------------------------------------------------ managing the index
     def groups(self) -> list[dict[str, Any]]:

@@ -10,10 +10,28 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from graphroute.core.errors import ConfigError
 from graphroute.core.lib.paths import default_cache_dir
 
 DEFAULT_STORE = ".graphroute"
 DEFAULT_GROUP = "default"
+# The longest question any entry point accepts (CLI, Python API, HTTP): a question, not a
+# document. Every stage's work is linear in the question, and this bounds that work.
+DEFAULT_MAX_QUESTION_CHARS = 4_000
+MAX_QUESTION_ENV = "GRAPHROUTE_MAX_QUESTION_CHARS"
+
+
+def _env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ConfigError(f"{name} must be a whole number of at least 1, not {raw[:40]!r}")
+    return value
 
 
 @dataclass
@@ -26,6 +44,7 @@ class Settings:
     openai_api_key: str = field(default_factory=lambda: os.environ.get("OPENAI_API_KEY", ""), repr=False)
     openai_base_url: str = field(default_factory=lambda: os.environ.get("OPENAI_BASE_URL", ""))
     voyage_api_key: str = field(default_factory=lambda: os.environ.get("VOYAGE_API_KEY", ""), repr=False)
+    max_question_chars: int = field(default_factory=lambda: _env_int(MAX_QUESTION_ENV, DEFAULT_MAX_QUESTION_CHARS))
 
     def public(self) -> dict[str, str]:
         """Settings safe to print or log."""

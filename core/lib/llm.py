@@ -39,6 +39,7 @@ from typing import TypeVar
 from graphroute.core.api.components import LLMClient, LLMResponse
 from graphroute.core.api.stage import StageContext, StageParams
 from graphroute.core.errors import LLMOutputError, LLMRefusalError, RemoteCallError
+from graphroute.core.lib.deadline import check_deadline
 from pydantic import BaseModel, Field, ValidationError
 
 log = logging.getLogger(__name__)
@@ -87,6 +88,7 @@ def call_with_retries(
     """
     attempt = 0
     while True:
+        check_deadline(what)  # a query past its deadline makes no further calls
         try:
             return fn(), attempt
         except RemoteCallError:

@@ -19,6 +19,9 @@ from graphroute.core.api.constants import NOT_FOUND
 from graphroute.core.api.models import Evidence, QueryResult, ScoredNode, StageTrace
 from graphroute.core.api.stage import QueryState, Slot, StageContext
 from graphroute.core.config.resolve import ResolvedParallel, ResolvedRoute, ResolvedStage
+from graphroute.core.config.settings import DEFAULT_MAX_QUESTION_CHARS, MAX_QUESTION_ENV
+from graphroute.core.errors import QuestionError
+from graphroute.core.lib.deadline import check_deadline, deadline_in
 from graphroute.core.query.services import Services
 
 
@@ -29,11 +32,29 @@ def _primary(slots: Sequence[Slot]) -> Slot | None:
     return slots[0] if slots else None
 
 
+def check_question(question: str, limit: int = DEFAULT_MAX_QUESTION_CHARS) -> None:
+    """The one question check of every entry point (CLI, Python API, HTTP): not blank and
+    at most ``limit`` characters, else a :class:`QuestionError` (exit 2, HTTP 400) that says
+    so without echoing the question."""
+    if not question or not question.strip():
+        raise QuestionError("the question is empty")
+    if len(question) > limit:
+        raise QuestionError(
+            f"the question is {len(question):,} characters long; the limit is {limit:,} "
+            f"(set {MAX_QUESTION_ENV} to change it)"
+        )
+
+
+def question_limit(services: Services) -> int:
+    return int(getattr(services.settings, "max_question_chars", DEFAULT_MAX_QUESTION_CHARS))
+
+
 async def _run_stage(rs: ResolvedStage, state: QueryState, services: Services) -> StageTrace:
     cls = rs.cls
     trace = StageTrace(stage=rs.spec.key, use=cls.name, kind=cls.kind.value, enabled=rs.spec.enabled)
     if not rs.spec.enabled:
         return trace
+    check_deadline(rs.spec.key)
     cin, cout = _primary(cls.consumes), _primary(cls.produces)
     trace.items_in = state.size(cin) if cin else 0
     ctx = StageContext(services=services, stage_id=rs.spec.key)
@@ -148,10 +169,25 @@ def _document_ranking(evidence: Sequence[Evidence]) -> list[str]:
 
 
 async def arun_route(
-    route: ResolvedRoute, question: str, services: Services, state: QueryState | None = None
+    route: ResolvedRoute,
+    question: str,
+    services: Services,
+    state: QueryState | None = None,
+    *,
+    timeout_s: float | None = None,
 ) -> QueryResult:
     """Run the route; pass a fresh ``state`` to read the blackboard afterwards (the seeds and
-    ranked entities the result does not carry)."""
+    ranked entities the result does not carry). With ``timeout_s``, stop it
+    (QueryTimeoutError) at the first deadline check after that many seconds (see
+    :mod:`graphroute.core.lib.deadline`)."""
+    check_question(question, question_limit(services))
+    with deadline_in(timeout_s):
+        return await _arun_route(route, question, services, state)
+
+
+async def _arun_route(
+    route: ResolvedRoute, question: str, services: Services, state: QueryState | None
+) -> QueryResult:
     state = state if state is not None else QueryState(question=question, group=services.group)
     traces: list[StageTrace] = []
     t0 = time.perf_counter()
@@ -240,7 +276,12 @@ def _close_main_thread_loop() -> None:
 
 
 def run_route(
-    route: ResolvedRoute, question: str, services: Services, state: QueryState | None = None
+    route: ResolvedRoute,
+    question: str,
+    services: Services,
+    state: QueryState | None = None,
+    *,
+    timeout_s: float | None = None,
 ) -> QueryResult:
     """Synchronous entry point (CLI, benchmarks, the HTTP server's worker threads).
 
@@ -253,7 +294,7 @@ def run_route(
     of the finished task - the whole QueryResult, ~2 ms per question for Route 5."""
     held = _thread_loop()
     try:
-        return held.loop.run_until_complete(arun_route(route, question, services, state))
+        return held.loop.run_until_complete(arun_route(route, question, services, state, timeout_s=timeout_s))
     except BaseException:
         _thread.held = None
         held.close()

@@ -42,6 +42,7 @@ from graphroute.core.api.models import EdgeType, Evidence, Label, Node, ScoredNo
 from graphroute.core.api.stage import QueryState, Slot, Stage, StageContext, StageKind, StageParams
 from graphroute.core.api.store import GraphStore, per_version
 from graphroute.core.hookspecs import hookimpl
+from graphroute.core.lib.deadline import check_deadline
 from graphroute.core.lib.entities import is_entity_id
 from graphroute.core.lib.graph import GraphView, adjacency
 from graphroute.core.lib.layout import boxes_in, layout_of
@@ -436,6 +437,7 @@ def personalized_pagerank(
     r = p.copy()
     diff = np.empty_like(p)
     for it in range(1, max_iter + 1):
+        check_deadline("ppr")
         r_new = transition @ r
         if len(dangling_idx):
             r_new += r[dangling_idx].sum() * p
@@ -527,6 +529,7 @@ def cg_pagerank(
     iterations = 0
     converged = bound_scale * _dot(np.abs(residual), form.root) <= tol
     while not converged and iterations < max_iter:
+        check_deadline("ppr")
         iterations += 1
         product = form.times(direction)
         product *= -damping

@@ -28,6 +28,7 @@ from graphroute.core.api.store import GraphStore, per_version
 from graphroute.core.errors import LLMOutputError
 from graphroute.core.hookspecs import hookimpl
 from graphroute.core.lib.communities import community_texts, nearest_communities
+from graphroute.core.lib.deadline import check_deadline
 from graphroute.core.lib.entities import entity_id, normalize_name
 from graphroute.core.lib.llm import LLMStageParams, complete_json, record_usage
 from pydantic import BaseModel, Field, ValidationError, model_validator
@@ -136,9 +137,17 @@ def question_doc(question: str, noun_phrases: NounPhrases = "always") -> Any:
     return _nlp()(question, disable=_NOT_FOR_NOUN_PHRASES if noun_phrases == "always" else _NOT_FOR_NAMES)
 
 
-def offline_names(question: str, noun_phrases: NounPhrases = "always") -> list[str]:
+# Candidate names collected from one question at most (before fragments are dropped, and
+# again with noun phrases): a question names a handful; the cap keeps a long question's work
+# linear (fragment and noun-phrase checks compare names pairwise).
+MAX_CANDIDATES = 64
+
+
+def offline_names(question: str, noun_phrases: NounPhrases = "always", limit: int = MAX_CANDIDATES) -> list[str]:
     """Candidate names from the question: spaCy entities, then capitalised spans, then noun
-    phrases (determiners and question words stripped), de-duplicated by normalised name.
+    phrases (determiners and question words stripped), de-duplicated by normalised name;
+    at most ``limit`` names are collected before fragments are dropped, and at most
+    ``limit`` are returned.
 
     ``noun_phrases``: "fallback" adds noun phrases only when no entity or capitalised span
     was found - a question's common nouns ("author", "country") name the relation asked
@@ -148,6 +157,8 @@ def offline_names(question: str, noun_phrases: NounPhrases = "always") -> list[s
     seen: set[str] = set()
 
     def add(text: str) -> None:
+        if len(found) >= limit:
+            return
         words = _clean(text).split()
         while words and words[0].lower() in _QUESTION_WORDS - LEADING_ARTICLES_KEPT:
             words = words[1:]
@@ -188,13 +199,16 @@ def offline_names(question: str, noun_phrases: NounPhrases = "always") -> list[s
     found = _without_fragments(found)
     if noun_phrases == "never" or (noun_phrases == "fallback" and found):
         return found
-    named = [normalize_name(n) for n in found]
+    named = [f" {normalize_name(n)} " for n in found]
     if not doc.has_annotation("DEP"):
         doc = question_doc(question)
     for nc in doc.noun_chunks:
+        if len(found) >= limit:
+            break
         words = [w for w in nc if w.pos_ not in ("DET", "PRON") and w.lower_ not in _QUESTION_WORDS]
         phrase = doc[words[0].i : words[-1].i + 1].text if words else ""
-        if phrase and not any(f" {normalize_name(phrase)} " in f" {o} " for o in named):
+        inner = f" {normalize_name(phrase)} " if phrase else ""
+        if phrase and not any(inner in o for o in named):
             add(phrase)
     return found
 
@@ -383,6 +397,7 @@ class Lexicon:
     _chars: dict[str, tuple[np.ndarray, np.ndarray]] | None = field(default=None, repr=False)
     _lens: np.ndarray | None = field(default=None, repr=False)
     _tokens: dict[str, list[int]] | None = field(default=None, repr=False)
+    _max_tokens: int | None = field(default=None, repr=False)
 
     def close_matches(self, word: str, n: int, cutoff: float) -> list[str]:
         """``difflib.get_close_matches(word, self.norms, n, cutoff)``, same result, faster.
@@ -417,7 +432,10 @@ class Lexicon:
         or an end of ``norm``, so it is a run of consecutive ``split(" ")`` tokens: the
         candidates are those runs, looked up instead of scanning every name."""
         toks = norm.split(" ")
-        runs = {" ".join(toks[a:b]) for a in range(len(toks)) for b in range(a + 1, len(toks) + 1)}
+        if self._max_tokens is None:  # no name is longer: longer runs cannot be names
+            self._max_tokens = max((c.count(" ") + 1 for c in self.norms), default=0)
+        longest = self._max_tokens
+        runs = {" ".join(toks[a:b]) for a in range(len(toks)) for b in range(a + 1, min(a + longest, len(toks)) + 1)}
         return sorted(c for c in runs if c in self.norm_ids and len(c) >= min_chars and c != norm)
 
     def outer_names(self, norm: str) -> list[str]:
@@ -571,6 +589,7 @@ class SeedResolution(Stage):
                 with suppress(Exception):  # a failure here resurfaces per name below, handled there
                     embed_queries(late)
         for name in state.seed_names:
+            check_deadline("seed_resolution")
             res = early[name] or (self._cascade(name, lex, ctx, state.group, strategies[cut:]) if name in late else None)
             if res is None:
                 unresolved.append(name)
