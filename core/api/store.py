@@ -137,6 +137,24 @@ def merge_batches(batches: Sequence[DocumentBatch]) -> DocumentBatch:
     return DocumentBatch(nodes, edges, {space: (ids, np.concatenate(ms)) for space, (ids, ms) in vectors.items()})
 
 
+class MetaPatch(dict[str, Any]):
+    """A ``meta`` value for :meth:`GraphStore.write` that updates the stored mapping entry
+    by entry (``None`` removes an entry) instead of replacing it. The store reads, merges and
+    writes it in the write's own transaction, so concurrent writers of different entries
+    (two index runs into one group, each adding its documents) keep each other's."""
+
+
+def patched_meta(current: Any, patch: Mapping[str, Any]) -> dict[str, Any]:
+    """``current`` (a mapping, or nothing yet) with ``patch`` applied (see :class:`MetaPatch`)."""
+    out = dict(current) if isinstance(current, Mapping) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = value
+    return out
+
+
 def is_scalar(value: Any) -> bool:
     """A property value a database can index and compare itself (text, number, boolean)."""
     return isinstance(value, str | int | float | bool)
@@ -182,6 +200,11 @@ class GraphStore(ABC):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def ping(self) -> None:
+        """Return when the store can answer now; raise StoreUnavailableError (or StoreError)
+        quickly when it cannot: health checks call it. The default reads the group list."""
+        self.groups()
+
     # ------------------------------------------------------------------ groups and metadata
     @abstractmethod
     def groups(self) -> list[str]:
@@ -212,7 +235,8 @@ class GraphStore(ABC):
     ) -> None:
         """Upsert nodes (by id), add edges and set vectors (space -> (ids, matrix)) in one
         atomic transaction. With ``replace_doc``, first delete everything that document
-        owns, in the same transaction; ``meta`` keys are set in it too."""
+        owns, in the same transaction; ``meta`` keys are set in it too (a :class:`MetaPatch`
+        value is merged into the stored one there, not written over it)."""
 
     def write_batches(
         self, group: str, batches: Sequence[DocumentBatch], *, meta: Mapping[str, Any] | None = None

@@ -47,14 +47,16 @@ from graphroute.core.api.models import Edge, Node
 from graphroute.core.api.store import (
     Direction,
     GraphStore,
+    MetaPatch,
     VectorBatch,
     batched,
     checked_vectors,
     dump_props,
     load_props,
     nodes_equal_to,
+    patched_meta,
 )
-from graphroute.core.errors import StoreError
+from graphroute.core.errors import StoreError, StoreLocationError
 from graphroute.core.hookspecs import hookimpl
 from graphroute.core.lib.embed_cache import enable_wal
 from graphroute.core.lib.knn import normalise_in_place
@@ -112,6 +114,25 @@ CREATE TABLE IF NOT EXISTS spaces (
 # whole rows in its key B-tree, and a 384-d float32 row (1.5 kB) fits two to a page, so
 # every insert in key order split pages and moved BLOBs (graphroute perf's write part: about
 # 15% faster as a rowid table). Stores created before keep their table; both work alike.
+
+
+def _open_mode(folder: Path, db: Path) -> Literal["read-write", "read-only"]:
+    """How a store at ``folder`` opens: read-write when this process can write there
+    (creating the folder if needed); read-only when a store exists but cannot be written;
+    a StoreLocationError (a user error, exit 2) when there is no store to read and none can
+    be made, or the location is a file."""
+    if folder.exists() and not folder.is_dir():
+        raise StoreLocationError(f"store location {str(folder)!r} is a file; the embedded store is a folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreLocationError(f"cannot create the store folder {str(folder)!r}: {exc.strerror or exc}") from None
+    writable = os.access(folder, os.W_OK | os.X_OK) and (not db.exists() or os.access(db, os.W_OK))
+    if writable:
+        return "read-write"
+    if db.is_file() and os.access(db, os.R_OK):
+        return "read-only"
+    raise StoreLocationError(f"cannot create a store in {str(folder)!r}: the folder is not writable")
 
 
 def _chunks(seq: Sequence[Any], size: int = _CHUNK) -> Iterator[Sequence[Any]]:
@@ -176,11 +197,9 @@ class EmbeddedStore(GraphStore):
     ) -> None:
         self.location = location
         self.path = Path(location)
-        try:
-            self.path.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StoreError(f"cannot create store directory {location!r}: {exc}") from exc
         self._db = str(self.path / DB_FILE)
+        # a store whose folder or file this process cannot write opens for reading only
+        self.read_only = _open_mode(self.path, Path(self._db)) == "read-only"
         self._timeout = busy_timeout_s
         self._synchronous = synchronous
         self._log_limit_bytes = log_limit_bytes
@@ -192,6 +211,10 @@ class EmbeddedStore(GraphStore):
         self._spaces: dict[tuple[str, str], _Space] = {}
         self._spaces_lock = threading.Lock()
         self._closed = False
+        if self.read_only:
+            self._conn().execute("SELECT 1 FROM groups LIMIT 1")  # a store it can read, or the error now
+            self._checkpointer: WalCheckpointer | None = None
+            return
         with self._write_lock:
             conn = self._conn()
             conn.executescript("BEGIN IMMEDIATE;" + _SCHEMA + "COMMIT;")
@@ -202,6 +225,12 @@ class EmbeddedStore(GraphStore):
     def _connect(self) -> sqlite3.Connection:
         """A new connection in autocommit mode (transactions are begun explicitly), usable
         from any thread, waiting up to the store's busy timeout for a lock."""
+        if self.read_only:
+            # mode=ro reads a live log (its -shm must exist, as it does while a writer has the
+            # store open); a store closed cleanly has none and is read as immutable
+            live = os.path.exists(self._db + "-wal") and os.path.exists(self._db + "-shm")
+            uri = f"{Path(self._db).absolute().as_uri()}?{'mode=ro' if live else 'immutable=1'}"
+            return sqlite3.connect(uri, uri=True, timeout=self._timeout, isolation_level=None, check_same_thread=False)
         return sqlite3.connect(self._db, timeout=self._timeout, isolation_level=None, check_same_thread=False)
 
     def _conn(self) -> sqlite3.Connection:
@@ -213,7 +242,8 @@ class EmbeddedStore(GraphStore):
         if conn is None:
             try:
                 conn = self._connect()
-                enable_wal(conn, self._timeout)
+                if not self.read_only:
+                    enable_wal(conn, self._timeout)
                 # NORMAL by default: under WAL a commit is appended to the log without an
                 # fsync (the log is synced at checkpoints), so a commit survives the process
                 # dying at any point (kill -9: the reliability suite tests it) and only a
@@ -241,6 +271,11 @@ class EmbeddedStore(GraphStore):
     @contextmanager
     def _write(self, group: str) -> Iterator[sqlite3.Connection]:
         """One IMMEDIATE transaction that bumps the group's version; all or nothing."""
+        if self._checkpointer is None:
+            raise StoreLocationError(
+                f"the embedded store {self.location!r} is read-only for this process (its folder or "
+                "database file cannot be written); it can be queried, not changed"
+            )
         with self._write_lock:
             conn = self._conn()
             self._checkpointer.wait_if_full()
@@ -317,7 +352,8 @@ class EmbeddedStore(GraphStore):
         return rows()
 
     def close(self) -> None:
-        self._checkpointer.close()
+        if self._checkpointer is not None:
+            self._checkpointer.close()
         with self._conns_lock:
             conns, self._conns = self._conns, []
         self._closed = True
@@ -347,6 +383,14 @@ class EmbeddedStore(GraphStore):
 
     @staticmethod
     def _set_meta(conn: sqlite3.Connection, group: str, meta: Mapping[str, Any]) -> None:
+        """Set ``meta`` in the caller's write transaction; a MetaPatch is merged into the
+        stored value read in that same transaction (BEGIN IMMEDIATE holds the database's
+        write lock, so no other process writes in between)."""
+        meta = dict(meta)
+        for key, value in meta.items():
+            if isinstance(value, MetaPatch):
+                row = conn.execute("SELECT value FROM meta WHERE grp = ? AND key = ?", (group, key)).fetchone()
+                meta[key] = patched_meta(json.loads(row[0]) if row else None, value)
         conn.executemany(
             "INSERT INTO meta (grp, key, value) VALUES (?, ?, ?) "
             "ON CONFLICT (grp, key) DO UPDATE SET value = excluded.value",

@@ -38,6 +38,7 @@ back to plain cosine so both backends return the same scores.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
@@ -51,6 +52,7 @@ from graphroute.core.api.store import (
     Direction,
     DocumentBatch,
     GraphStore,
+    MetaPatch,
     VectorBatch,
     batched,
     checked_vectors,
@@ -58,6 +60,7 @@ from graphroute.core.api.store import (
     is_scalar,
     load_props,
     nodes_equal_to,
+    patched_meta,
 )
 from graphroute.core.errors import StoreError, StoreUnavailableError
 from graphroute.core.hookspecs import hookimpl
@@ -120,6 +123,15 @@ def _vec_prop(space: str, dim: int) -> str:
     return f"vec_{_space_name(space)}_{int(dim)}"
 
 
+def quiet_driver_log() -> None:
+    """Keep the driver's own warnings ("Transaction failed and will be retried", routing
+    failures) off stderr: the store reports failures itself, as StoreErrors naming the
+    server. Only when the application has not configured the ``neo4j`` logger itself."""
+    driver_log = logging.getLogger("neo4j")
+    if driver_log.level == logging.NOTSET and not driver_log.handlers:
+        driver_log.setLevel(logging.ERROR)
+
+
 class _Vector(list):  # type: ignore[type-arg]
     """A vector parameter: a plain list to the driver's packer, with a short ``repr``.
 
@@ -149,6 +161,7 @@ class Neo4jStore(GraphStore):
         exact_max: int = 2_000,
         oversample: int = 10,
         retry_s: float = 30.0,
+        read_retry_s: float = 3.0,
         connect_attempts: int = 3,
         extra_edge_types: Collection[str] = (),
         write_concurrency: int = 2,
@@ -159,6 +172,8 @@ class Neo4jStore(GraphStore):
 
         self.location = _public_uri(uri)
         self._database = database
+        self.read_retry_s = read_retry_s
+        quiet_driver_log()
         self.exact_max = exact_max
         self.oversample = oversample
         self.write_concurrency = write_concurrency
@@ -222,8 +237,20 @@ class Neo4jStore(GraphStore):
         ) + " RETURN 1"
 
     # ------------------------------------------------------------------ plumbing
-    def _session(self) -> Any:
-        return self._driver.session(database=self._database) if self._database else self._driver.session()
+    def _session(self, *, read: bool = False) -> Any:
+        """A session; a read one retries transient failures for ``read_retry_s`` only, so a
+        server that is down is reported in seconds (health checks, queries) while writes keep
+        the longer ``retry_s`` to ride out a busy server."""
+        config: dict[str, Any] = {"max_transaction_retry_time": self.read_retry_s} if read else {}
+        if self._database:
+            config["database"] = self._database
+        return self._driver.session(**config)
+
+    def ping(self) -> None:
+        """One round trip to the server, not retried: StoreUnavailableError at once when it
+        is down (connection refused), after the driver's connection timeout when it does not
+        answer at all."""
+        self._guard("health check", self._driver.verify_connectivity)
 
     def _guard(self, what: str, fn: Callable[[], T]) -> T:
         """Map driver failures to StoreError naming the server and the cause."""
@@ -250,7 +277,7 @@ class Neo4jStore(GraphStore):
         """A managed read transaction: the driver retries transient errors with backoff."""
 
         def run() -> T:
-            with self._session() as session:
+            with self._session(read=True) as session:
                 return session.execute_read(fn)
 
         return self._guard(what, run)
@@ -323,6 +350,19 @@ class Neo4jStore(GraphStore):
 
     @staticmethod
     def _set_meta(tx: ManagedTransaction, group: str, meta: Mapping[str, Any]) -> None:
+        """Set ``meta`` in the caller's transaction; a MetaPatch is merged into the stored
+        value, read after the transaction has taken the entry's write lock (the SET/REMOVE
+        of a scratch property), so a concurrent patch of the same entry waits for this one
+        to commit and then reads its result."""
+        meta = dict(meta)
+        for key, value in meta.items():
+            if isinstance(value, MetaPatch):
+                row = tx.run(
+                    "MERGE (e:GRMetaEntry {group: $g, key: $k}) SET e._lock = true REMOVE e._lock RETURN e.value AS v",
+                    g=group, k=key,
+                ).single()
+                current = json.loads(row["v"]) if row is not None and row["v"] is not None else None
+                meta[key] = patched_meta(current, value)
         tx.run(
             "UNWIND $rows AS row MERGE (e:GRMetaEntry {group: $g, key: row.k}) SET e.value = row.v",
             g=group,
@@ -907,7 +947,12 @@ class Neo4jBackend(StoreBackend):
             10, ge=1, le=1000, description="Index candidates fetched per requested hit in large groups."
         )
         retry_s: float = Field(
-            30.0, ge=0.0, le=600.0, description="How long transient errors are retried (with backoff)."
+            30.0, ge=0.0, le=600.0, description="How long transient errors of writes are retried (with backoff)."
+        )
+        read_retry_s: float = Field(
+            3.0, ge=0.0, le=600.0,
+            description="How long transient errors of reads are retried: an unreachable server is reported "
+            "after about this long (queries, health checks).",
         )
         connect_attempts: int = Field(3, ge=1, le=20, description="Connection attempts before giving up.")
         write_concurrency: int = Field(
@@ -947,6 +992,7 @@ class Neo4jBackend(StoreBackend):
             exact_max=params.exact_max,
             oversample=params.oversample,
             retry_s=params.retry_s,
+            read_retry_s=params.read_retry_s,
             connect_attempts=params.connect_attempts,
             extra_edge_types=params.extra_edge_types,
             write_concurrency=params.write_concurrency,

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 from graphroute.core.api.models import Edge, EdgeType, Label, Node, VectorSpace
-from graphroute.core.api.store import DocumentBatch, GraphStore, clear_derived
+from graphroute.core.api.store import DocumentBatch, GraphStore, MetaPatch, clear_derived
 from graphroute.core.errors import StoreError
 from graphroute.core.lib.graph import adjacency
 
@@ -450,6 +450,31 @@ def test_meta_and_version(store: GraphStore, group: str) -> None:
     store.set_meta(group, "again", True)
     # versions never go back, so a cache keyed on an old version cannot match again
     assert store.version(group) > v4
+
+
+def test_meta_patches_merge_and_concurrent_writers_keep_each_other_s_entries(store: GraphStore, group: str) -> None:
+    """A MetaPatch updates the stored mapping entry by entry in the write's transaction, so
+    writers patching different entries at once (two index runs into one group, each adding
+    its documents) lose none of them."""
+    store.write(group, meta={"docs": MetaPatch({"a": {"hash": "1"}})})
+    store.write(group, meta={"docs": MetaPatch({"b": {"hash": "2"}})})
+    assert store.get_meta(group, "docs") == {"a": {"hash": "1"}, "b": {"hash": "2"}}
+    nodes, edges = doc(group, "d1")
+    store.write(group, nodes, edges, meta={"docs": MetaPatch({"a": None, "c": {"hash": "3"}}), "plain": [1]})
+    assert store.get_meta(group, "docs") == {"b": {"hash": "2"}, "c": {"hash": "3"}}
+    assert store.get_meta(group, "plain") == [1]
+
+    def writer(w: int) -> None:
+        for i in range(6):
+            store.write(group, meta={"docs": MetaPatch({f"w{w}-{i}": {"hash": str(i)}})})
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    docs = store.get_meta(group, "docs")
+    assert set(docs) == {"b", "c"} | {f"w{w}-{i}" for w in range(4) for i in range(6)}
 
 
 def test_write_batches_bumps_the_version(store: GraphStore, group: str) -> None:
