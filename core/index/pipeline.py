@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 import numpy as np
 from graphroute.core.api.components import Embedder, IndexContext, LLMClient
 from graphroute.core.api.constants import DOCUMENTS_META, FINGERPRINT_META
-from graphroute.core.api.store import DocumentBatch, GraphStore, merge_batches
+from graphroute.core.api.store import DocumentBatch, GraphStore, MetaPatch, merge_batches
 from graphroute.core.config.index_profile import IndexProfile, load_index_profile
 from graphroute.core.config.settings import Settings
 from graphroute.core.errors import LoaderError
@@ -91,6 +91,7 @@ class IndexReport:
     parse: dict[str, int] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     embedding_cache: dict[str, int] = field(default_factory=dict)
+    encodings: dict[str, str] = field(default_factory=dict)  # file -> its encoding, when not UTF-8
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -108,6 +109,7 @@ class IndexReport:
             "parse": dict(self.parse),
             "timings": {k: round(v, 3) for k, v in self.timings.items()},
             "embedding_cache": dict(self.embedding_cache),
+            "encodings": dict(self.encodings),
         }
 
 
@@ -190,10 +192,16 @@ class Indexer:
 
     # ------------------------------------------------------------------ the run
     def index_paths(
-        self, paths: list[Path], remove_missing: bool = False, remove: Collection[str] = ()
+        self,
+        paths: list[Path],
+        remove_missing: bool = False,
+        remove: Collection[str] = (),
+        roots: list[Path] | None = None,
     ) -> IndexReport:
         """Index ``paths``; delete the documents whose ids are in ``remove`` (and, with
-        ``remove_missing``, those whose files are gone), then update the derived layers."""
+        ``remove_missing``, those whose files are gone), then update the derived layers. With
+        ``roots``, files whose real path (links followed) is outside every root are reported
+        in ``failed`` and skipped."""
         from graphroute.core.api.constants import INDEX_PROFILE_META, INDEX_REPORT_META
         from graphroute.core.api.models import Label
         from graphroute.core.index.skeleton import doc_id_for, plan_document, skeletons
@@ -215,13 +223,15 @@ class Indexer:
         interrupted = bool(old_fp.get("pending"))
         documents: dict[str, dict[str, Any]] = dict(self.store.get_meta(self.group, DOCUMENTS_META) or {})
 
-        def run_meta(docs: Mapping[str, Any]) -> dict[str, Any]:
-            """The meta every write of this run carries: the documents record as it stands
-            and the fingerprint marked pending until the index steps have run."""
-            return {DOCUMENTS_META: docs, FINGERPRINT_META: pending_fp}
+        def run_meta(entries: Mapping[str, Any]) -> dict[str, Any]:
+            """The meta every write of this run carries: its changes to the documents record
+            (a MetaPatch, merged in the write's transaction, so a concurrent run into the same
+            group keeps its own entries) and the fingerprint marked pending until the index
+            steps have run."""
+            return {DOCUMENTS_META: MetaPatch(entries), FINGERPRINT_META: pending_fp}
 
         # ---- load
-        files, report.failed = collect_files([Path(p) for p in paths])
+        files, report.failed = collect_files([Path(p) for p in paths], roots)
         loaders = self._loaders()
         exts = sorted({e for ld in loaders for e in ld.extensions})
         loaded: list[Any] = []  # SourceDocuments to (re)index
@@ -243,6 +253,9 @@ class Indexer:
                 report.failed.append({"path": str(f), "reason": f"{type(exc).__name__}: {exc}"})
                 continue
             loaded_files.add(str(f.resolve()))
+            encoding = next((str(d.metadata["encoding"]) for d in docs if d.metadata.get("encoding")), None)
+            if encoding:
+                report.encodings[str(f)] = encoding
             for d in docs:
                 d.source = _absolute_source(d.source, f)
                 did = doc_id_for(d.source)
@@ -309,7 +322,7 @@ class Indexer:
                             documents[sk.doc_id] = entry
                             self.store.write(
                                 self.group, sk.nodes, sk.edges, vecs[sk.doc_id],
-                                replace_doc=sk.doc_id, meta=run_meta(documents),
+                                replace_doc=sk.doc_id, meta=run_meta({sk.doc_id: entry}),
                             )
                     if new_docs:
                         fresh.append(merge_batches(new_docs))
@@ -317,11 +330,16 @@ class Indexer:
                     return
                 if self.store.write_concurrency > 1 and len(fresh) > 1:
                     in_flight = {did: {**e, "hash": None} for did, e in entries.items()}
-                    self.store.write(self.group, meta=run_meta({**documents, **in_flight}))
-                self.store.write_batches(self.group, fresh, meta=run_meta({**documents, **entries}))
+                    self.store.write(self.group, meta=run_meta(in_flight))
+                self.store.write_batches(self.group, fresh, meta=run_meta(entries))
                 documents.update(entries)  # only once they are written
 
-            with _phase_bars(("parse", "embed", "write"), len(loaded)) as bars:
+            bar_totals = {
+                "parse": (float(sum(_text_chars(d) for d in loaded)), "characters"),
+                "embed": (float(len(loaded)), "documents"),
+                "write": (float(len(loaded)), "documents"),
+            }
+            with _phase_bars(bar_totals) as bars:
 
                 def parsed() -> Iterator[tuple[list[Any], list[Any]]]:
                     """Batches of DOC_BATCH documents with their skeletons, parsed as the
@@ -332,10 +350,11 @@ class Indexer:
                         enter_phase("parse")
                         t = time.perf_counter()
                         plans = [plan_document(d, doc_id_for(d.source)) for d in batch]
-                        skels = skeletons(plans, seg_split, self.group, limits)
+                        chars = float(sum(_text_chars(d) for d in batch))
+                        with _metered(bars["parse"], chars):  # a segmenter may report inside a document
+                            skels = skeletons(plans, seg_split, self.group, limits)
                         release_free_memory()  # spaCy's per-batch garbage (see there)
                         tp += time.perf_counter() - t
-                        bars["parse"].advance(len(batch))
                         yield batch, skels
 
                 for window in embed_windows(parsed(), lambda parsed_batch: embed_text_count(parsed_batch[1])):
@@ -357,7 +376,7 @@ class Indexer:
 
         for did in to_remove:
             documents.pop(did, None)
-            self.store.write(self.group, replace_doc=did, meta=run_meta(documents))
+            self.store.write(self.group, replace_doc=did, meta=run_meta({did: None}))
         report.removed = len(to_remove)
 
         # ---- index steps
@@ -490,9 +509,37 @@ def _llm_factory(settings: Settings, registry: Registry) -> Callable[[], LLMClie
         return None
 
 
+def _text_chars(doc: Any) -> int:
+    """The characters of a loaded document's blocks: the parse bar's unit, so a document of
+    megabytes moves the bar while it is parsed instead of counting as one step."""
+    return sum(len(b.text) for b in doc.blocks)
+
+
 @contextmanager
-def _phase_bars(phases: tuple[str, ...], total: int) -> Iterator[dict[str, Any]]:
-    """One live display with a bar per phase (documents parsed, embedded, written).
+def _metered(bar: Any, chars: float) -> Iterator[None]:
+    """Advance ``bar`` by what the segmenter reports done (``progress.work_done``) during
+    the block, at most ``chars``, and by the rest of ``chars`` when it ends."""
+    from graphroute.core.lib.progress import meter
+
+    reported = 0.0
+
+    def on_work(amount: float) -> None:
+        nonlocal reported
+        step = max(0.0, min(amount, chars - reported))
+        reported += step
+        if step:
+            bar.advance(step)
+
+    with meter(on_work):
+        yield
+    if chars > reported:
+        bar.advance(chars - reported)
+
+
+@contextmanager
+def _phase_bars(totals: Mapping[str, tuple[float, str]]) -> Iterator[dict[str, Any]]:
+    """One live display with a bar per phase (characters parsed; documents embedded and
+    written): ``totals`` maps each phase to its total and unit.
 
     rich allows one live display at a time, so the phases share one ``Progress`` instead of
     nesting :func:`graphroute.core.lib.progress.bar` calls; same look, same on/off switch.
@@ -500,7 +547,7 @@ def _phase_bars(phases: tuple[str, ...], total: int) -> Iterator[dict[str, Any]]
     from graphroute.core.lib.progress import Bar, enabled
 
     if not enabled():
-        yield {p: Bar(None, None) for p in phases}
+        yield {p: Bar(None, None, f"{p} {unit}", total) for p, (total, unit) in totals.items()}
         return
     from rich.console import Console
     from rich.progress import (
@@ -517,4 +564,7 @@ def _phase_bars(phases: tuple[str, ...], total: int) -> Iterator[dict[str, Any]]
         TimeElapsedColumn(), TimeRemainingColumn(), console=Console(stderr=True),
     )
     with progress:
-        yield {p: Bar(progress, progress.add_task(f"{p} documents", total=total)) for p in phases}
+        yield {
+            p: Bar(progress, progress.add_task(f"{p} {unit}", total=total), f"{p} {unit}", total)
+            for p, (total, unit) in totals.items()
+        }

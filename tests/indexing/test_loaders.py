@@ -137,7 +137,7 @@ def test_json_corpus_one_document_per_entry(tmp_path: Path) -> None:
         ("empty.md", b"", "empty file"),
         ("blank.txt", b"  \n\n \t", "empty file"),
         ("image.txt", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "binary file"),
-        ("latin1.txt", "Caf\u00e9 au lait costs three euros.".encode("latin-1"), "not valid UTF-8"),
+        ("garbled.txt", bytes(range(128, 256)) * 16, "not text in any encoding"),
         ("bad.json", b"[{\"title\": 1,", "invalid JSON"),
         ("shape.json", b"{\"a\": 1}", "expected a non-empty JSON list"),
         ("headings.md", b"# Only\n## Headings\n", "no text content"),

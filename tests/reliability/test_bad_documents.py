@@ -2,11 +2,12 @@
 with a reason, the rest of the batch is indexed, documents indexed earlier survive, and the
 exit code is non-zero only when nothing at all could be indexed.
 
-The batch holds an empty file, binary bytes, a truncated PDF, a PDF without a text layer,
-latin-1 and UTF-16 bytes, a 20 MB text (over the profile's 8 MB limit here: indexing 20 MB
+The batch holds an empty file, binary bytes, random bytes without NULs (text in no
+encoding), a truncated PDF, a PDF without a text layer, a 20 MB text (over the profile's 8 MB limit here: indexing 20 MB
 of prose with spaCy takes minutes, so the full-size run under the default 50 MB limit is in
-the load suite, tests/reliability/test_load.py), 5,000 nested ``<div>`` s and a
-million-character single line.
+the load suite, tests/reliability/test_load.py); and valid but awkward files: 5,000 nested
+``<div>`` s, a million-character single line, latin-1 and UTF-16 text (indexed, their
+encodings in the report).
 """
 
 from __future__ import annotations
@@ -59,8 +60,8 @@ def write_bad_files(folder: Path) -> dict[str, str]:
     pdf.unlink()
     (folder / "truncated.pdf").write_bytes(raw[: len(raw) // 2])
     write_pdf(folder / "scanned.pdf", ["0 0 1 rg 72 72 200 300 re f\n0 0 0 RG 72 400 m 400 400 l S"])
-    (folder / "latin1.txt").write_bytes("Caf\u00e9 cr\u00e8me: the kiosk sells coffee on the pier every day.\n".encode("latin-1"))
-    (folder / "utf16.txt").write_bytes("The lighthouse keeper logs the weather twice a day.\n".encode("utf-16"))
+    rng = random.Random(2)
+    (folder / "garbled.txt").write_bytes(bytes(rng.randrange(1, 256) for _ in range(4096)))
     with (folder / "big.txt").open("w", encoding="utf-8") as f:
         line = "The canal lock is operated by hand during the night shift. " * 16 + "\n\n"
         for _ in range(20 * 1024 * 1024 // len(line) + 1):
@@ -71,11 +72,14 @@ def write_bad_files(folder: Path) -> dict[str, str]:
         "binary.md": "binary file",
         "truncated.pdf": "unreadable PDF",
         "scanned.pdf": "no text layer",
-        "latin1.txt": "not valid UTF-8",
-        "utf16.txt": "UTF-16",
+        "garbled.txt": "not text in any encoding",
         "big.txt": "over the limit of 8 MB",
         "notes.xyz": "unsupported file type",
     }
+
+
+LATIN1 = "Caf\u00e9 cr\u00e8me: the kiosk sells coffee on the pier every day."
+UTF16 = "The lighthouse keeper logs the weather twice a day."
 
 
 def write_hard_but_valid(folder: Path) -> None:
@@ -87,6 +91,8 @@ def write_hard_but_valid(folder: Path) -> None:
     line = _long_line(1_000_000)
     assert len(line) == 1_000_000 and "\n" not in line
     (folder / "longline.txt").write_text(line, encoding="utf-8")
+    (folder / "latin1.txt").write_bytes(LATIN1.encode("latin-1"))
+    (folder / "utf16.txt").write_bytes(UTF16.encode("utf-16"))
 
 
 @pytest.fixture(scope="module")
@@ -140,13 +146,16 @@ def test_bad_files_reported_rest_indexed_nothing_lost(tmp_path: Path, cache_dir:
     assert set(reasons) == set(expected), reasons
     for name, words in expected.items():
         assert words in reasons[name], (name, reasons[name])
-    # ferry, nested, longline are new; pumps and bridge are unchanged and kept as they were
-    assert (report["indexed"], report["unchanged"]) == (3, 2), report
+    # ferry, nested, longline, latin1, utf16 are new; pumps and bridge are unchanged and kept
+    assert (report["indexed"], report["unchanged"]) == (5, 2), report
+    encodings = {Path(p).name: enc for p, enc in report["encodings"].items()}
+    assert encodings == {"latin1.txt": "cp1252", "utf16.txt": "utf-16"}, encodings
 
     after = sentences_by_title(store, "g")
     for title, sents in before.items():
         assert after[title] == sents, f"{title} changed or lost"
     assert DEEPEST in after["Cellar notes"]
+    assert after["latin1"] == [LATIN1] and after["utf16"] == [UTF16]
     assert "The ferry to the island leaves every two hours in winter." in after["Ferry timetable"]
     long_text = " ".join(after["longline"])
     assert LONG_HEAD.strip() in long_text and len(long_text) >= 999_000  # stored whole, not cut off
