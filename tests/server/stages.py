@@ -63,6 +63,32 @@ class Sleep(Stage):
         time.sleep(self.params.seconds)
 
 
+class Spin(Stage):
+    """Work for ``seconds`` in small steps, checking the query's deadline between them (a
+    long loop in a real stage does the same)."""
+
+    name = "t_spin"
+    kind = StageKind.DENOISER
+    consumes = (Slot.EVIDENCE,)
+    produces = (Slot.EVIDENCE,)
+
+    class Params(StageParams):
+        seconds: float = Field(0.0, ge=0.0, le=600.0)
+
+    params: Params
+
+    def run(self, state: QueryState, ctx: StageContext) -> None:
+        from graphroute.core.lib.deadline import check_deadline
+
+        end = time.monotonic() + self.params.seconds
+        steps = 0
+        while time.monotonic() < end:
+            check_deadline(self.name)
+            time.sleep(0.01)
+            steps += 1
+        ctx.stats["steps"] = steps
+
+
 class FirstSentence(Stage):
     """Answer with the best evidence text, cited."""
 
@@ -89,7 +115,7 @@ def register_expanders() -> list[type[Stage]]:
 
 @hookimpl
 def register_denoisers() -> list[type[Stage]]:
-    return [Sleep]
+    return [Sleep, Spin]
 
 
 @hookimpl

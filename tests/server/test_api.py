@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 from graphroute.core import GraphRoute
-from graphroute.core.apps.serve.server import LOGGER_NAME, JsonFormatter
+from graphroute.core.apps.serve.server import LOGGER_NAME, JsonFormatter, redact_paths
 from graphroute.core.config.overrides import overrides_from_mapping
 from graphroute.core.config.resolve import load_route
 
@@ -60,8 +60,9 @@ def test_route_errors_carry_the_cli_message(client: TestClient, engine: GraphRou
     with pytest.raises(Exception) as cli_err:
         load_route("t_route", engine.registry, overrides=overrides_from_mapping(ov))
     assert r.json()["error"] == "route_config"
-    assert r.json()["message"] == cli_err.value.render()  # type: ignore[attr-defined]
-    assert "fix:" in r.json()["message"]
+    # the CLI's message, with the route file named by its name: no server path in a body
+    assert r.json()["message"] == redact_paths(cli_err.value.render())  # type: ignore[attr-defined]
+    assert r.json()["message"].startswith("t_route.yaml:") and "fix:" in r.json()["message"]
 
     r = client.post("/query", json={"question": "travel", "route": "t_route", "overrides": {"nosuch.x": 1}})
     assert r.status_code == 400 and "nosuch" in r.json()["message"]

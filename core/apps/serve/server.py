@@ -4,14 +4,19 @@ Why it looks the way it does:
 
 * **One engine per process.** Models (embedder, spaCy, LLM client) load once and are shared
   by every request; queries run in a bounded thread pool so a slow route never blocks the
-  event loop, and a per-request time limit answers 504 instead of hanging the client.
+  event loop, and a per-request time limit answers 504 instead of hanging the client. The
+  limit is a deadline the query itself checks, so a timed-out query stops and frees its
+  thread instead of running on behind its 504.
 * **Same semantics as the CLI.** ``POST /query`` returns exactly ``query --json``
   (:meth:`QueryResult.to_public_json`), route problems come back with the message the CLI
   prints, and overrides use the one override syntax of the Python API.
 * **Safe by default.** A bearer token is checked when configured (``serve`` refuses to bind
   a non-loopback address without one), bodies are capped (413), route names are names and
   never file paths, server-side index paths are refused unless the operator allowed a root
-  folder, and logs are structured JSON lines with a request id and never a secret.
+  folder (checked on real paths, links followed), logs are structured JSON lines with a
+  request id and never a secret, ``/health`` tells a caller without the token only that the
+  service is up, and error bodies name no server path and echo at most a short prefix of
+  the input.
 
 Indexing runs in a background worker (one job at a time, so two uploads never write the same
 group concurrently); ``GET /jobs/{id}`` reports its state, progress and final report.
@@ -25,6 +30,7 @@ import json
 import logging
 import os
 import re
+import reprlib
 import sys
 import threading
 import time
@@ -40,14 +46,17 @@ from graphroute.core.api.models import Box, Citation
 from graphroute.core.config.overrides import overrides_from_mapping
 from graphroute.core.config.resolve import load_route
 from graphroute.core.config.route import find_route, list_routes
-from graphroute.core.config.settings import Settings
+from graphroute.core.config.settings import DEFAULT_MAX_QUESTION_CHARS, Settings
 from graphroute.core.errors import (
     GraphRouteError,
+    QueryTimeoutError,
     RouteConfigError,
+    StoreError,
     http_status_for,
     message_for,
 )
 from graphroute.core.lib.paths import default_cache_dir
+from graphroute.core.query.runner import check_question
 from graphroute.core.registry import skipped_builtins
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -65,6 +74,10 @@ LOGGER_NAME = "graphroute.server"
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$"
 _REQUEST_ID_RE = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 MAX_JOBS_KEPT = 200
+# /health answers 503 when the store does not answer within this (a prober's timeout is
+# typically 5-10 s); the check runs on a thread of its own, never a query thread
+HEALTH_TIMEOUT_S = 4.0
+ECHO_CHARS = 80  # the longest piece of a request's input an error body repeats
 
 
 # --------------------------------------------------------------------------- configuration
@@ -108,7 +121,12 @@ class ErrorBody(BaseModel):
 class QueryRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")  # a misspelt field is an error, not ignored
 
-    question: str = Field(min_length=1, max_length=20_000, description="the question")
+    # the length limit is the engine's (GRAPHROUTE_MAX_QUESTION_CHARS), checked there so an
+    # over-long question is a 400 with the same message as on the command line
+    question: str = Field(
+        min_length=1, description="the question (at most the server's question-length limit)",
+        json_schema_extra={"maxLength": DEFAULT_MAX_QUESTION_CHARS},
+    )
     route: str | None = Field(None, pattern=NAME_PATTERN, description="a route name (`GET /routes`); the server's default route when omitted")
     group: str | None = Field(None, min_length=1, max_length=200, description="group (corpus); the server's default when omitted")
     overrides: dict[str, Any] = Field(
@@ -215,10 +233,13 @@ class JobInfo(BaseModel):
 
 
 class HealthResponse(BaseModel):
+    """Without the server's token only ``status``; with it (or on a server without one) also
+    the version, the store backend and its groups."""
+
     status: Literal["ok"]
-    version: str
-    backend: str
-    groups: list[str]
+    version: str | None = None
+    backend: str | None = None
+    groups: list[str] | None = None
 
 
 # --------------------------------------------------------------------------- logging
@@ -296,6 +317,46 @@ def _error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
         504: "the request took longer than the server's time limit",
     }
     return {c: {"model": ErrorBody, "description": text.get(c, "error")} for c in codes}
+
+
+# absolute paths: POSIX ones of two or more parts (not a URL's "//host" nor "/query"), and
+# Windows drive paths
+_POSIX_PATH = re.compile(r"(?<![\w.:/~])~?/(?:[^\s/'\"`:,;()\[\]{}<>|]+/)+([^\s/'\"`:,;()\[\]{}<>|]+)")
+_WINDOWS_PATH = re.compile(r"\b[A-Za-z]:\\(?:[^\s\\'\"`:,;()\[\]{}<>|]+\\)+([^\s\\'\"`:,;()\[\]{}<>|]+)")
+
+
+def redact_paths(message: str) -> str:
+    """``message`` with every absolute file path cut to its last part (``.../routes/x.yaml:10``
+    becomes ``x.yaml:10``): an error body tells a client what went wrong, not where the
+    server keeps its files."""
+    return _WINDOWS_PATH.sub(r"\1", _POSIX_PATH.sub(r"\1", message))
+
+
+def echo(value: Any, limit: int = ECHO_CHARS) -> str:
+    """A short prefix of a request value, for an error body (never the whole input)."""
+    if isinstance(value, str):
+        text = value
+    else:
+        short = reprlib.Repr()
+        short.maxstring = short.maxother = limit
+        text = short.repr(value)
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text):,} characters)"
+
+
+def validation_details(errors: Any) -> list[dict[str, Any]]:
+    """FastAPI's validation errors with every echoed value cut to a short prefix (pydantic
+    puts the whole offending input, up to the entire body, into each error)."""
+    out = []
+    for e in list(errors)[:20]:
+        item: dict[str, Any] = {
+            "type": str(e.get("type", "")),
+            "loc": [x if isinstance(x, int) else echo(str(x), 40) for x in e.get("loc", ())],
+            "msg": echo(str(e.get("msg", "")), 300),
+        }
+        if "input" in e:
+            item["input"] = echo(e["input"])
+        out.append(item)
+    return out
 
 
 # --------------------------------------------------------------------------- middleware
@@ -500,6 +561,7 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
     """Build the app. Pass ``engine`` to share an already opened :class:`GraphRoute`
     (tests do); otherwise one is opened from ``config.store``."""
     from fastapi import Depends, FastAPI, Request
+    from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse
     from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
     from graphroute.core import __version__
@@ -520,28 +582,55 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
     logger = logging.getLogger(LOGGER_NAME)
     jobs = JobManager(logger)
     pool = ThreadPoolExecutor(max_workers=max(1, config.query_workers), thread_name_prefix="graphroute-query")
-    roots = [r.resolve() for r in config.index_roots]
+    health_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="graphroute-health")
+    roots = [Path(os.path.realpath(r)) for r in config.index_roots]
+    timed_out = (
+        f"the request took longer than {config.request_timeout_s:g} s; "
+        "try a cheaper route or raise the server's --timeout"
+    )
 
     async def run_limited(fn: Callable[[], T]) -> T:
-        """Run blocking work in the query pool; 504 after the time limit (the worker thread
-        finishes on its own, the client is not kept waiting)."""
+        """Run blocking work in the query pool; 504 after the time limit. Work that can stop
+        itself takes its deadline from :func:`deadline_work`."""
         loop = asyncio.get_running_loop()
         fut = loop.run_in_executor(pool, fn)
         try:
             return await asyncio.wait_for(fut, timeout=config.request_timeout_s)
         except TimeoutError:
-            raise ApiError(
-                504, "timeout", f"the request took longer than {config.request_timeout_s:g} s; "
-                "try a cheaper route or raise the server's --timeout",
-            ) from None
+            raise ApiError(504, "timeout", timed_out) from None
+
+    def deadline_work(fn: Callable[[float], T]) -> Callable[[], T]:
+        """``fn(seconds_left)`` for the pool, with the request's deadline fixed now: work that
+        waited in the queue past it stops before it starts, and ``fn`` passes the seconds
+        left to the query, which stops itself at them (its thread is then free again)."""
+        at = time.monotonic() + config.request_timeout_s
+
+        def work() -> T:
+            left = at - time.monotonic()
+            if left <= 0:
+                raise QueryTimeoutError(timed_out)
+            return fn(left)
+
+        return work
 
     bearer = HTTPBearer(auto_error=False, description="`Authorization: Bearer <token>` (when the server has a token)")
 
-    def require_token(creds: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:
+    def authorised(creds: HTTPAuthorizationCredentials | None) -> bool:
         if not config.token:
-            return
+            return True
         given = creds.credentials if creds is not None else ""
-        if not hmac.compare_digest(given.encode("utf-8"), config.token.encode("utf-8")):
+        return hmac.compare_digest(given.encode("utf-8"), config.token.encode("utf-8"))
+
+    def bearer_of(request: Request) -> HTTPAuthorizationCredentials | None:
+        """The request's bearer credentials, read without declaring the endpoint secured
+        (``/health`` is open to everyone; the token only adds details)."""
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            return None
+        return HTTPAuthorizationCredentials(scheme="Bearer", credentials=token.strip())
+
+    def require_token(creds: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:
+        if not authorised(creds):
             raise ApiError(
                 401, "unauthorized", "missing or wrong bearer token (send `Authorization: Bearer <token>`)",
                 headers={"WWW-Authenticate": "Bearer"},
@@ -566,6 +655,7 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
         yield
         jobs.shutdown()
         pool.shutdown(wait=False, cancel_futures=True)
+        health_pool.shutdown(wait=False, cancel_futures=True)
 
     app = FastAPI(
         title="graphroute",
@@ -589,7 +679,7 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
         return request.scope.get("state", {}).get("request_id")
 
     def error_response(request: Request, status: int, code: str, message: str, headers: Mapping[str, str] | None = None) -> JSONResponse:
-        body = ErrorBody(error=code, message=message, request_id=request_id(request))
+        body = ErrorBody(error=code, message=redact_paths(message), request_id=request_id(request))
         return JSONResponse(body.model_dump(), status_code=status, headers=dict(headers or {}))
 
     @app.exception_handler(ApiError)
@@ -603,6 +693,15 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
     @app.exception_handler(GraphRouteError)
     async def _graphroute_error(request: Request, exc: GraphRouteError) -> JSONResponse:
         return error_response(request, http_status_for(exc), exc.code, message_for(exc))
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        details = validation_details(exc.errors())
+        first = details[0] if details else {"loc": [], "msg": "invalid request"}
+        where = ".".join(str(x) for x in first["loc"])
+        body = ErrorBody(error="invalid_request", message=f"{where}: {first['msg']}" if where else str(first["msg"]),
+                         request_id=request_id(request))
+        return JSONResponse({**body.model_dump(), "detail": details}, status_code=422)
 
     auth = [Depends(require_token)]
 
@@ -627,11 +726,29 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
 
     # ------------------------------------------------------------------ endpoints
 
-    @app.get("/health", response_model=HealthResponse, tags=["service"], responses=_error_responses(503, 504))
-    async def health() -> HealthResponse:
-        """Liveness and the store's groups (no auth: safe for load balancers)."""
-        groups = await run_limited(gr.store.groups)
-        return HealthResponse(status="ok", version=__version__, backend=gr.store.backend, groups=sorted(groups))
+    @app.get(
+        "/health", response_model=HealthResponse, response_model_exclude_none=True, tags=["service"],
+        responses=_error_responses(503),
+    )
+    async def health(request: Request) -> HealthResponse:
+        """Liveness: 200 when the service and its store answer, 503 (within a few seconds) when
+        the store does not. Needs no token; only a caller with the token (or any caller of a
+        server without one) also gets the version, the backend and the groups."""
+        full = authorised(bearer_of(request))
+
+        def check() -> list[str]:
+            gr.store.ping()
+            return sorted(gr.store.groups()) if full else []
+
+        loop = asyncio.get_running_loop()
+        try:
+            groups = await asyncio.wait_for(loop.run_in_executor(health_pool, check), timeout=HEALTH_TIMEOUT_S)
+        except (TimeoutError, StoreError) as exc:
+            why = f"the store did not answer within {HEALTH_TIMEOUT_S:g} s" if isinstance(exc, TimeoutError) else str(exc)
+            raise ApiError(503, "store_unavailable", why if full else "the store is unavailable") from None
+        if not full:
+            return HealthResponse(status="ok")
+        return HealthResponse(status="ok", version=__version__, backend=gr.store.backend, groups=groups)
 
     @app.post(
         "/query", response_model=QueryResponse, tags=["query"], dependencies=auth,
@@ -641,17 +758,16 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
         """Answer a question through a route; the body of `graphroute query --json`."""
         group = body.group or gr.group
         route = body.route or config.default_route
+        check_question(body.question, gr.settings.max_question_chars)
         route_file(route)
         overrides = overrides_from_mapping(body.overrides)
 
-        def work() -> dict[str, Any]:
+        def work(seconds_left: float) -> dict[str, Any]:
             known_group(group)
-            return gr.query(body.question, route=route, group=group, overrides=overrides).to_public_json()
+            result = gr.query(body.question, route=route, group=group, overrides=overrides, timeout_s=seconds_left)
+            return result.to_public_json()
 
-        try:
-            return await run_limited(work)
-        except ValueError as exc:  # e.g. a blank question
-            raise ApiError(400, "bad_request", str(exc)) from None
+        return await run_limited(deadline_work(work))
 
     @app.get("/routes", response_model=list[RouteSummary], tags=["routes"], dependencies=auth, responses=_error_responses(401))
     async def routes() -> list[RouteSummary]:
@@ -711,11 +827,11 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
                     "server-side paths are disabled; send `documents` instead, or start the server with --index-root DIR",
                 )
             p = Path(raw).expanduser()
-            p = (p if p.is_absolute() else roots[0] / p).resolve()
+            p = Path(os.path.realpath(p if p.is_absolute() else roots[0] / p))  # links followed
             if not any(p.is_relative_to(r) for r in roots):
-                raise ApiError(403, "path_not_allowed", f"{raw!r} is outside the allowed --index-root folders")
+                raise ApiError(403, "path_not_allowed", f"{echo(raw)!r} is outside the allowed --index-root folders")
             if not p.exists():
-                raise ApiError(400, "bad_request", f"{raw!r} does not exist on the server")
+                raise ApiError(400, "bad_request", f"{echo(raw)!r} does not exist on the server")
             paths.append(p)
         if body.profile is not None:
             from graphroute.core.config.index_profile import (
@@ -745,7 +861,10 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
                 job.progress = {**job.progress, "step": step, "completed": completed, "total": total}
 
             with progress.listen(on_progress):
-                return _jsonable(gr.index(targets, group=group, profile=body.profile))
+                # files under the folders are checked on their real paths too: a link inside
+                # an allowed folder must not reach a file elsewhere
+                allowed = [*roots, upload_dir] if roots else None
+                return _jsonable(gr.index(targets, group=group, profile=body.profile, roots=allowed))
 
         job = jobs.submit(group, work, request_id(request) or "")
         return job.info()
