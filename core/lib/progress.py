@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import TypeVar
 
 from graphroute.core.api.values import env_flag
@@ -38,31 +38,30 @@ _listeners = threading.local()
 
 
 @contextmanager
-def listen(callback: ProgressListener) -> Iterator[None]:
-    """Report every bar opened by *this thread* to ``callback(description, completed, total)``,
-    whether or not bars are displayed: how the HTTP server's index jobs report progress."""
-    previous = getattr(_listeners, "callback", None)
-    _listeners.callback = callback
+def _held(slot: threading.local, callback: object) -> Iterator[None]:
+    """``slot.callback`` set to ``callback`` for the block, then restored."""
+    previous = getattr(slot, "callback", None)
+    slot.callback = callback
     try:
         yield
     finally:
-        _listeners.callback = previous
+        slot.callback = previous
+
+
+def listen(callback: ProgressListener) -> AbstractContextManager[None]:
+    """Report every bar opened by *this thread* to ``callback(description, completed, total)``,
+    whether or not bars are displayed: how the HTTP server's index jobs report progress."""
+    return _held(_listeners, callback)
 
 
 _meters = threading.local()
 
 
-@contextmanager
-def meter(callback: Callable[[float], None]) -> Iterator[None]:
+def meter(callback: Callable[[float], None]) -> AbstractContextManager[None]:
     """Send this thread's :func:`work_done` calls to ``callback`` for the block: how a long
     call into a component (the segmenter on a document of megabytes) moves its caller's bar
     while it works, without opening a display of its own (rich shows one at a time)."""
-    previous = getattr(_meters, "callback", None)
-    _meters.callback = callback
-    try:
-        yield
-    finally:
-        _meters.callback = previous
+    return _held(_meters, callback)
 
 
 def work_done(amount: float) -> None:

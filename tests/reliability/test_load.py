@@ -10,10 +10,17 @@
   so the project's server that other tests use is never touched) is stopped during
   ``graphroute index``: a clear error naming the URI, no traceback, non-zero exit; after a
   restart the same command completes the index.
+* Four long queries do not stall the server (issue 43, case 2): four queries that would work
+  for 30 s fill the four query threads, get their 504 at the time limit and stop, and a
+  ``bm25`` query sent meanwhile is answered; four ``route2_local`` questions at the length
+  limit are answered beside a ``bm25`` one.
+* Neo4j stopped under a running server (issue 43, case 9): ``/health`` and ``/query`` answer
+  503 within 5 s, and no driver warning reaches stderr.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -57,17 +64,23 @@ def free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory, cache_dir: Path) -> Iterator[str]:
-    root = tmp_path_factory.mktemp("load")
-    store = root / "store"
+def sample_store(tmp_path_factory: pytest.TempPathFactory, cache_dir: Path) -> Path:
+    store = tmp_path_factory.mktemp("load") / "store"
     r = run_cli("index", str(SAMPLE), "--store", str(store), "--group", "docs", cache=cache_dir)
     assert r.returncode == 0, r.stderr
+    return store
+
+
+@contextlib.contextmanager
+def serving(store: str, root: Path, cache_dir: Path, *args: str, **env: str) -> Iterator[tuple[str, Path]]:
+    """``graphroute serve`` on a free loopback port, until it answers /health; yields its URL
+    and the file its stdout and stderr go to."""
     port = free_port()
-    log = root / "server.log"
+    log = root / f"server-{port}.log"
     with log.open("w") as fh:
         proc = subprocess.Popen(
-            [GRAPHROUTE, "serve", "--store", str(store), "--group", "docs", "--host", "127.0.0.1", "--port", str(port)],
-            stdout=fh, stderr=subprocess.STDOUT, env=cli_env(cache_dir), cwd=root,
+            [GRAPHROUTE, "serve", "--store", store, "--group", "docs", "--host", "127.0.0.1", "--port", str(port), *args],
+            stdout=fh, stderr=subprocess.STDOUT, env=cli_env(cache_dir, **env), cwd=root,
         )
         base = f"http://127.0.0.1:{port}"
         try:
@@ -81,10 +94,7 @@ def server(tmp_path_factory: pytest.TempPathFactory, cache_dir: Path) -> Iterato
                     pass
                 assert time.monotonic() < deadline, log.read_text()
                 time.sleep(0.5)
-            for route in ROUTES:  # warm every route once (models, graph caches)
-                w = httpx.post(f"{base}/query", json={"question": QUESTIONS[0], "route": route}, timeout=300)
-                assert w.status_code == 200, w.text
-            yield base
+            yield base, log
         finally:
             proc.terminate()
             try:
@@ -92,6 +102,15 @@ def server(tmp_path_factory: pytest.TempPathFactory, cache_dir: Path) -> Iterato
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+@pytest.fixture(scope="module")
+def server(sample_store: Path, tmp_path_factory: pytest.TempPathFactory, cache_dir: Path) -> Iterator[str]:
+    with serving(str(sample_store), tmp_path_factory.mktemp("serve"), cache_dir) as (base, _):
+        for route in ROUTES:  # warm every route once (models, graph caches)
+            w = httpx.post(f"{base}/query", json={"question": QUESTIONS[0], "route": route}, timeout=300)
+            assert w.status_code == 200, w.text
+        yield base
 
 
 def test_http_32_clients_60_seconds_zero_errors(server: str) -> None:
@@ -239,3 +258,94 @@ def test_neo4j_down_mid_index_then_resume(own_neo4j: tuple[str, dict[str, str]],
     report = json.loads(again.stdout)
     assert report["failed"] == [] and report["documents"] == 200
     print(f"\nneo4j resumed: {report['indexed']} indexed, {report['unchanged']} unchanged, {report['documents']} documents")
+
+
+# --------------------------------------------------------------------------- issue 43: long queries, Neo4j down
+
+
+def _post_all(base: str, bodies: list[dict[str, object]], timeout: float = 600) -> list[tuple[int, float]]:
+    """POST every body to /query at once; (status, seconds) of each."""
+    out: list[tuple[int, float]] = [(0, 0.0)] * len(bodies)
+
+    def one(i: int) -> None:
+        t = time.perf_counter()
+        r = httpx.post(f"{base}/query", json=bodies[i], timeout=timeout)
+        out[i] = (r.status_code, round(time.perf_counter() - t, 2))
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(bodies))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return out
+
+
+def test_four_long_queries_do_not_stall_the_server(sample_store: Path, tmp_path: Path, cache_dir: Path) -> None:
+    """Four queries that would work for 30 s (a test stage that checks its deadline between
+    steps, as PPR does per iteration) on a server with four query threads and a 5 s limit:
+    each gets its 504 at the limit and stops, so a bm25 query sent a second later is answered
+    (before: every thread kept working, the bm25 query got a 504 too). Then four route2_local questions at the length limit
+    and a bm25 one at once: all answered."""
+    from graphroute.core.config.settings import DEFAULT_MAX_QUESTION_CHARS
+
+    from tests.server.conftest import ROUTES as TEST_ROUTES
+
+    routes = tmp_path / "routes"
+    routes.mkdir()
+    (routes / "t_spin.yaml").write_text(TEST_ROUTES["t_spin"], encoding="utf-8")
+    env = {"GRAPHROUTE_PLUGINS": "tests.server.stages", "GRAPHROUTE_ROUTES": str(routes)}
+    with serving(str(sample_store), tmp_path, cache_dir, "--timeout", "5", "--query-threads", "4", **env) as (base, _):
+        warm = httpx.post(f"{base}/query", json={"question": QUESTIONS[0], "route": "route2_local"}, timeout=300)
+        assert warm.status_code == 200, warm.text
+        results: list[list[tuple[int, float]]] = []
+        spin = threading.Thread(target=lambda: results.append(
+            _post_all(base, [{"question": "Who pays for repairs?", "route": "t_spin"}] * 4)))
+        spin.start()
+        time.sleep(1.0)
+        t = time.perf_counter()
+        during = httpx.post(f"{base}/query", json={"question": QUESTIONS[1], "route": "bm25"}, timeout=120)
+        during_s = time.perf_counter() - t
+        spin.join()
+        t = time.perf_counter()
+        after = httpx.post(f"{base}/query", json={"question": QUESTIONS[1], "route": "bm25"}, timeout=120)
+        after_s = time.perf_counter() - t
+
+        question = (" ".join(QUESTIONS) + " ") * (DEFAULT_MAX_QUESTION_CHARS // len(" ".join(QUESTIONS)) + 1)
+        question = question[:DEFAULT_MAX_QUESTION_CHARS]
+        limit = _post_all(base, [{"question": question, "route": "route2_local"}] * 4
+                          + [{"question": QUESTIONS[2], "route": "bm25"}])
+        print(f"\nfour 30-second queries, 5 s limit: {results[0]} (status, s); bm25 sent meanwhile "
+              f"{during.status_code} in {during_s:.2f} s, after {after.status_code} in {after_s:.2f} s; "
+              f"four route2_local at {DEFAULT_MAX_QUESTION_CHARS} characters + bm25: {limit}")
+        assert [status for status, _ in results[0]] == [504] * 4, results
+        assert during.status_code == 200, during.text
+        assert after.status_code == 200, after.text
+        assert [status for status, _ in limit] == [200] * 5, limit
+
+
+def test_neo4j_stopped_under_a_running_server_fails_fast(
+    own_neo4j: tuple[str, dict[str, str]], tmp_path: Path, cache_dir: Path
+) -> None:
+    uri, env = own_neo4j
+    r = run_cli("index", str(SAMPLE), "--store", uri, "--group", "docs", "--json", cache=cache_dir,
+                timeout=1800, NEO4J_PASSWORD="graphroute-dev")
+    assert r.returncode == 0, r.stderr
+    with serving(uri, tmp_path, cache_dir, "--no-preload", NEO4J_PASSWORD="graphroute-dev") as (base, log):
+        up = httpx.post(f"{base}/query", json={"question": QUESTIONS[0], "route": "bm25"}, timeout=300)
+        assert up.status_code == 200, up.text
+        _stop(env)
+        figures = {}
+        for name, call in (
+            ("health", lambda: httpx.get(f"{base}/health", timeout=60)),
+            ("query", lambda: httpx.post(f"{base}/query", json={"question": QUESTIONS[0], "route": "bm25"}, timeout=60)),
+            ("health again", lambda: httpx.get(f"{base}/health", timeout=60)),
+        ):
+            t = time.perf_counter()
+            resp = call()
+            figures[name] = (resp.status_code, round(time.perf_counter() - t, 2), resp.json().get("error"))
+        text = log.read_text()
+    print(f"\nNeo4j stopped: {figures} (status, seconds, error)")
+    for status, seconds, _ in figures.values():
+        assert status == 503 and seconds < 5, figures
+    stray = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("{")]
+    assert not stray, stray[:5]  # JSON log lines only: no raw driver warnings

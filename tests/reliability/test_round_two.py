@@ -10,7 +10,6 @@ app; the small test stages of ``tests/server/stages.py`` stand in for a slow rou
 from __future__ import annotations
 
 import json
-import logging
 import os
 import shutil
 import subprocess
@@ -27,10 +26,19 @@ from graphroute.core import GraphRoute
 from graphroute.core.api.constants import DOCUMENTS_META
 from graphroute.core.api.store import GraphStore
 from graphroute.core.api.values import parse_bool
-from graphroute.core.config.overrides import overrides_from_cli, overrides_from_env, overrides_from_mapping
+from graphroute.core.config.overrides import (
+    overrides_from_cli,
+    overrides_from_env,
+    overrides_from_mapping,
+)
 from graphroute.core.config.settings import DEFAULT_MAX_QUESTION_CHARS, Settings
 from graphroute.core.engine import open_store
-from graphroute.core.errors import BadBooleanError, QueryTimeoutError, QuestionError, UnknownGroupError
+from graphroute.core.errors import (
+    BadBooleanError,
+    QueryTimeoutError,
+    QuestionError,
+    UnknownGroupError,
+)
 from graphroute.core.index.pipeline import Indexer
 from graphroute.core.lib.textcodec import decode_text
 from graphroute.core.registry import build_registry
@@ -50,9 +58,8 @@ DOCS = {
 
 def long_question(chars: int) -> str:
     """Title-case prose (every word a capitalised span), the costly kind for name finding."""
-    words = "Who Designed The Harbor Bridge Of Ashford And Which Ferry Leaves The North Pier At Noon".split()
-    text = " ".join(words[i % len(words)] for i in range(chars // 4))
-    return (text * (chars // max(len(text), 1) + 1))[:chars]
+    words = "Who Designed The Harbor Bridge Of Ashford And Which Ferry Leaves The North Pier At Noon "
+    return (words * (chars // len(words) + 1))[:chars]
 
 
 @pytest.fixture(scope="module")
@@ -124,34 +131,20 @@ def test_1_stage_work_is_bounded_at_the_limit(indexed: tuple[Path, GraphRoute]) 
 # --------------------------------------------------------------------------- 2. deadline
 
 
-def test_2_a_timed_out_query_stops_and_frees_its_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """One query thread; a query that would work for 60 s gets its 504 after the 1 s limit and
+def test_2_a_timed_out_query_stops_and_frees_its_thread(engine: GraphRoute) -> None:
+    """One query thread; a query that would work for 30 s gets its 504 after the 1 s limit and
     stops at its next deadline check, so the next query is answered at once (before: it
-    waited behind the first for the whole minute and got a 504 too)."""
-    routes = tmp_path / "routes"
-    routes.mkdir()
-    for name, text in ROUTES.items():
-        (routes / f"{name}.yaml").write_text(text, encoding="utf-8")
-    monkeypatch.setenv("GRAPHROUTE_ROUTES", str(routes))
-    gr = GraphRoute(store=str(tmp_path / "store"), group="docs", registry=build_registry(entry_points=False, extra_plugins=[stages]))
-    try:
-        from graphroute.core import Node
+    waited behind the first for the 30 s and got a 504 too)."""
+    with pytest.raises(QueryTimeoutError):
+        engine.query("travel", route="t_spin", timeout_s=0.3)
 
-        for doc_id, (title, sents) in SENTENCES.items():
-            gr.store.write("docs", [Node(id=f"{doc_id}:s{i}", label="Sentence", group="docs", doc_id=doc_id,
-                                         props={"text": s, "document": title}) for i, s in enumerate(sents)])
-        with pytest.raises(QueryTimeoutError):
-            gr.query("travel", route="t_spin", timeout_s=0.3)
-
-        client = TestClient(make_app(gr, request_timeout_s=1.0, query_workers=1))
-        t = time.monotonic()
-        slow = client.post("/query", json={"question": "travel", "route": "t_spin"})
-        assert slow.status_code == 504 and slow.json()["error"] == "timeout"
-        fast = client.post("/query", json={"question": "travel", "route": "t_route"})
-        assert fast.status_code == 200, fast.text
-        assert time.monotonic() - t < 30  # not the 60 s the first query would have worked
-    finally:
-        gr.close()
+    client = TestClient(make_app(engine, request_timeout_s=1.0, query_workers=1))
+    t = time.monotonic()
+    slow = client.post("/query", json={"question": "travel", "route": "t_spin"})
+    assert slow.status_code == 504 and slow.json()["error"] == "timeout"
+    fast = client.post("/query", json={"question": "travel", "route": "t_route"})
+    assert fast.status_code == 200, fast.text
+    assert time.monotonic() - t < 20  # not the 30 s the first query would have worked
 
 
 # --------------------------------------------------------------------------- 3. symlink loops
@@ -495,5 +488,3 @@ def test_11_a_long_single_line_is_parsed_in_windows_with_progress(tmp_path: Path
     parse_steps = [s for s in seen if s[0].startswith("parse")]
     assert len(parse_steps) > 2, seen  # more than a start and an end: progress inside the document
 
-
-logging.getLogger("graphroute").setLevel(logging.WARNING)

@@ -25,7 +25,7 @@ ROUTES = {
     "t_slow": "name: t_slow\ndescription: sleeps\nstages:\n  - use: t_overlap\n"
               "  - use: t_sleep\n    id: sleep\n    with: {seconds: 3}\n  - use: t_answer\n",
     "t_spin": "name: t_spin\ndescription: works in steps until its deadline\nstages:\n  - use: t_overlap\n"
-              "  - use: t_spin\n    id: spin\n    with: {seconds: 60}\n  - use: t_answer\n",
+              "  - use: t_spin\n    id: spin\n    with: {seconds: 30}\n  - use: t_answer\n",
 }
 
 

@@ -63,19 +63,11 @@ class Sleep(Stage):
         time.sleep(self.params.seconds)
 
 
-class Spin(Stage):
+class Spin(Sleep):
     """Work for ``seconds`` in small steps, checking the query's deadline between them (a
     long loop in a real stage does the same)."""
 
     name = "t_spin"
-    kind = StageKind.DENOISER
-    consumes = (Slot.EVIDENCE,)
-    produces = (Slot.EVIDENCE,)
-
-    class Params(StageParams):
-        seconds: float = Field(0.0, ge=0.0, le=600.0)
-
-    params: Params
 
     def run(self, state: QueryState, ctx: StageContext) -> None:
         from graphroute.core.lib.deadline import check_deadline
