@@ -55,6 +55,7 @@ from graphroute.core.errors import (
     http_status_for,
     message_for,
 )
+from graphroute.core.lib.deadline import deadline_in
 from graphroute.core.lib.paths import default_cache_dir
 from graphroute.core.query.runner import check_question
 from graphroute.core.registry import skipped_builtins
@@ -590,28 +591,25 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
     )
 
     async def run_limited(fn: Callable[[], T]) -> T:
-        """Run blocking work in the query pool; 504 after the time limit. Work that can stop
-        itself takes its deadline from :func:`deadline_work`."""
-        loop = asyncio.get_running_loop()
-        fut = loop.run_in_executor(pool, fn)
-        try:
-            return await asyncio.wait_for(fut, timeout=config.request_timeout_s)
-        except TimeoutError:
-            raise ApiError(504, "timeout", timed_out) from None
-
-    def deadline_work(fn: Callable[[float], T]) -> Callable[[], T]:
-        """``fn(seconds_left)`` for the pool, with the request's deadline fixed now: work that
-        waited in the queue past it stops before it starts, and ``fn`` passes the seconds
-        left to the query, which stops itself at them (its thread is then free again)."""
+        """Run blocking work in the query pool; 504 after the time limit. The limit is also
+        the work's deadline (:mod:`graphroute.core.lib.deadline`), fixed when the request
+        arrives: work that waited in the queue past it does not start, and a query stops at
+        its next deadline check, so its thread is free again soon after the 504."""
         at = time.monotonic() + config.request_timeout_s
 
         def work() -> T:
             left = at - time.monotonic()
             if left <= 0:
                 raise QueryTimeoutError(timed_out)
-            return fn(left)
+            with deadline_in(left):
+                return fn()
 
-        return work
+        loop = asyncio.get_running_loop()
+        fut = loop.run_in_executor(pool, work)
+        try:
+            return await asyncio.wait_for(fut, timeout=config.request_timeout_s)
+        except TimeoutError:
+            raise ApiError(504, "timeout", timed_out) from None
 
     bearer = HTTPBearer(auto_error=False, description="`Authorization: Bearer <token>` (when the server has a token)")
 
@@ -762,12 +760,11 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
         route_file(route)
         overrides = overrides_from_mapping(body.overrides)
 
-        def work(seconds_left: float) -> dict[str, Any]:
+        def work() -> dict[str, Any]:
             known_group(group)
-            result = gr.query(body.question, route=route, group=group, overrides=overrides, timeout_s=seconds_left)
-            return result.to_public_json()
+            return gr.query(body.question, route=route, group=group, overrides=overrides).to_public_json()
 
-        return await run_limited(deadline_work(work))
+        return await run_limited(work)
 
     @app.get("/routes", response_model=list[RouteSummary], tags=["routes"], dependencies=auth, responses=_error_responses(401))
     async def routes() -> list[RouteSummary]:
