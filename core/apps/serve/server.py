@@ -493,7 +493,7 @@ class JobManager:
             job.state = "succeeded"
             job.progress = {**job.progress, "phase": "done"}
         except Exception as exc:  # the job reports it; the server keeps running
-            job.state, job.error = "failed", f"{type(exc).__name__}: {exc}"
+            job.state, job.error = "failed", redact_paths(f"{type(exc).__name__}: {exc}")
             job.progress = {**job.progress, "phase": "failed"}
             log_event(self._logger, logging.ERROR, "job failed", job_id=job.id, error=job.error, request_id=request_id)
         finally:
