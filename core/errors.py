@@ -123,9 +123,8 @@ class UnknownGroupError(UserError):
     code = "unknown_group"
 
 
-class BadBooleanError(UserError, ValueError):
-    """A value that should be a boolean and is not one of true/false/1/0/yes/no (a
-    ValueError too, so a pydantic validator that raises it reports a validation error)."""
+class BadBooleanError(UserError):
+    """A value that should be a boolean and is not one of true/false/1/0/yes/no."""
 
     code = "bad_boolean"
 

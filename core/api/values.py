@@ -54,5 +54,8 @@ def strict_booleans(model: type[BaseModel], data: Any) -> Any:
             continue
         if out is data:
             out = dict(data)
-        out[key] = parse_bool(data[key], f"`{name}`")
+        try:
+            out[key] = parse_bool(data[key], f"`{name}`")
+        except BadBooleanError as exc:  # pydantic reports a ValueError as a validation error
+            raise ValueError(str(exc)) from None
     return out

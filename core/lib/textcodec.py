@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import unicodedata
 
+from graphroute.core.errors import LoaderError
+
 UTF8 = "utf-8"
 WESTERN = ("cp1252", "latin_1", "iso8859_15")
 
 
-class NotText(ValueError):
-    """The bytes are not text in any encoding the detector knows (or hold NUL characters)."""
+class NotText(LoaderError):
+    """The bytes are not text in any encoding the detector knows (or are binary)."""
 
 
 def decode_text(raw: bytes) -> tuple[str, str]:

@@ -108,14 +108,14 @@ def test_bad_files_are_reported_and_nothing_indexed_is_lost(make_indexer, store:
 
     (folder / "empty.txt").write_bytes(b"")
     (folder / "photo.png").write_bytes(b"\x89PNG\r\n\x1a\n")
-    (folder / "latin.txt").write_bytes("Caf\u00e9 cr\u00e8me".encode("latin-1"))
+    (folder / "garbled.txt").write_bytes(bytes(range(128, 256)) * 16)  # text in no encoding
     keep.write_bytes(b"\x00\x01binary now")
     (folder / "new.md").write_text("A new document about the lighthouse keeper and his boat.", encoding="utf-8")
     report = make_indexer().index_paths([folder, tmp_path / "does-not-exist"], remove_missing=True)
     reasons = {Path(f["path"]).name: f["reason"] for f in report.failed}
     assert reasons["empty.txt"].startswith("empty file")
     assert "unsupported file type '.png'" in reasons["photo.png"]
-    assert "not valid UTF-8" in reasons["latin.txt"]
+    assert "not text in any encoding" in reasons["garbled.txt"]
     assert "binary file" in reasons["keep.txt"]
     assert reasons["does-not-exist"] == "no such file or directory"
     assert report.indexed == 1 and report.unchanged == 1 and report.removed == 0
