@@ -23,7 +23,7 @@ from graphroute.core.api.store import GraphStore
 from graphroute.core.config.overrides import Overrides, overrides_from_mapping
 from graphroute.core.config.resolve import ResolvedRoute, load_route
 from graphroute.core.config.settings import Settings
-from graphroute.core.errors import StoreError, UnknownGroupError
+from graphroute.core.errors import StoreError
 from graphroute.core.query.runner import check_question, run_route
 from graphroute.core.query.services import Services
 from graphroute.core.registry import Registry, get_registry
@@ -134,25 +134,15 @@ class GraphRoute:
         return report
 
     def stats(self, group: str | None = None) -> dict[str, Any]:
-        """Counts and index statistics of a group; UnknownGroupError (exit 2, HTTP 404) for a
+        """Counts and index statistics of a group; NotFoundError (exit 2, HTTP 404) for a
         group the store does not hold."""
+        from graphroute.core.index.manage import require_group
         from graphroute.core.index.stats import group_stats
 
         group = group or self.group
-        self.require_group(group)
+        require_group(self.store, group)
         return group_stats(self.store, group)
 
-    def require_group(self, group: str) -> None:
-        """Raise UnknownGroupError unless the store holds ``group``."""
-        groups = self.store.groups()
-        if group not in groups:
-            known = ", ".join(sorted(groups)[:20]) or "none yet"
-            raise UnknownGroupError(
-                f"group '{group}' does not exist in this store (groups: {known}); "
-                f"index documents first: graphroute index PATH --group {group}"
-            )
-
-    # ------------------------------------------------------------------ managing the index
     def groups(self) -> list[dict[str, Any]]:
         """The store's groups with their document and sentence counts."""
         from graphroute.core.api.models import Label

@@ -116,13 +116,6 @@ class QuestionError(UserError):
     code = "bad_question"
 
 
-class UnknownGroupError(UserError):
-    """A group that does not exist in the store (HTTP 404)."""
-
-    http_status = 404
-    code = "unknown_group"
-
-
 class BadBooleanError(UserError):
     """A value that should be a boolean and is not one of true/false/1/0/yes/no."""
 

@@ -35,9 +35,9 @@ from graphroute.core.config.settings import DEFAULT_MAX_QUESTION_CHARS, Settings
 from graphroute.core.engine import open_store
 from graphroute.core.errors import (
     BadBooleanError,
+    NotFoundError,
     QueryTimeoutError,
     QuestionError,
-    UnknownGroupError,
 )
 from graphroute.core.index.pipeline import Indexer
 from graphroute.core.lib.textcodec import decode_text
@@ -388,8 +388,8 @@ def test_8_user_errors_exit_2(tmp_path: Path, cache_dir: Path, indexed: tuple[Pa
     assert_no_traceback(r)
     assert r.returncode == 2 and "is a file" in r.stderr, r.stderr
     r = run_cli("stats", "--store", str(store), "--group", "nosuch", cache=cache_dir)
-    assert r.returncode == 2 and "group 'nosuch' does not exist" in r.stderr and "docs" in r.stderr, r.stderr
-    with pytest.raises(UnknownGroupError):
+    assert r.returncode == 2 and "group 'nosuch' not found" in r.stderr and "docs" in r.stderr, r.stderr
+    with pytest.raises(NotFoundError):
         indexed[1].stats("nosuch")
 
 
