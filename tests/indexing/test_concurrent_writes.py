@@ -22,8 +22,14 @@ from .test_embed_window import _corpus
 
 
 def _snapshot(store: GraphStore) -> tuple[dict[str, Any], set[str], dict[str, Any]]:
+    """What an index holds, without the time each document was indexed (two runs compared
+    here may fall in different seconds)."""
     nodes = {n.id for label in ("Document", "Section", "TextChunk", "Sentence") for n in store.iter_nodes("g", label)}
-    return store.counts("g"), nodes, store.get_meta("g", DOCUMENTS_META) or {}
+    documents = {
+        did: {k: v for k, v in entry.items() if k != "indexed_at"}
+        for did, entry in (store.get_meta("g", DOCUMENTS_META) or {}).items()
+    }
+    return store.counts("g"), nodes, documents
 
 
 def test_concurrent_batches_give_the_same_index_as_one_writer(
