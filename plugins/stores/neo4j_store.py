@@ -161,7 +161,7 @@ class Neo4jStore(GraphStore):
         exact_max: int = 2_000,
         oversample: int = 10,
         retry_s: float = 30.0,
-        read_retry_s: float = 3.0,
+        read_retry_s: float = 1.0,
         connect_attempts: int = 3,
         extra_edge_types: Collection[str] = (),
         write_concurrency: int = 2,
@@ -950,9 +950,9 @@ class Neo4jBackend(StoreBackend):
             30.0, ge=0.0, le=600.0, description="How long transient errors of writes are retried (with backoff)."
         )
         read_retry_s: float = Field(
-            3.0, ge=0.0, le=600.0,
-            description="How long transient errors of reads are retried: an unreachable server is reported "
-            "after about this long (queries, health checks).",
+            1.0, ge=0.0, le=600.0,
+            description="How long transient errors of reads are retried (the driver's backoff adds its next "
+            "delay, 1-2 s): an unreachable server is reported within a few seconds (queries, health checks).",
         )
         connect_attempts: int = Field(3, ge=1, le=20, description="Connection attempts before giving up.")
         write_concurrency: int = Field(
