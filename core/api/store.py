@@ -189,6 +189,9 @@ class GraphStore(ABC):
     # (each still its own transaction); 1 means calls must not overlap. A server backend
     # raises it so its commit work uses more than one core (see ``write_batches``).
     write_concurrency: int = 1
+    # True when this process may read the store but not write it (a read-only mount, another
+    # user's files): queries work, writes raise StoreLocationError
+    read_only: bool = False
 
     # ------------------------------------------------------------------ lifecycle
     @abstractmethod

@@ -26,7 +26,7 @@ from graphroute.core.api.constants import DOCUMENTS_META, FINGERPRINT_META
 from graphroute.core.api.store import DocumentBatch, GraphStore, MetaPatch, merge_batches
 from graphroute.core.config.index_profile import IndexProfile, load_index_profile
 from graphroute.core.config.settings import Settings
-from graphroute.core.errors import LoaderError
+from graphroute.core.errors import LoaderError, StoreLocationError
 from graphroute.core.index.files import collect_files, fingerprint
 from graphroute.core.index.skeleton import DocumentSkeleton
 from graphroute.core.lib.knn import normalise_in_place
@@ -207,6 +207,10 @@ class Indexer:
         from graphroute.core.index.skeleton import doc_id_for, plan_document, skeletons
         from graphroute.core.lib.progress import track
 
+        if self.store.read_only:
+            raise StoreLocationError(
+                f"store {self.store.location!r} is read-only for this process; it can be queried, not indexed into"
+            )
         t0 = time.perf_counter()
         indexed_at = datetime.now(UTC).isoformat(timespec="seconds")
         report = IndexReport()
