@@ -286,8 +286,9 @@ def run_route(
     """Synchronous entry point (CLI, benchmarks, the HTTP server's worker threads).
 
     Each thread keeps one event loop for all its calls (:class:`_ThreadLoop`): making,
-    shutting down and closing a loop per question cost ~0.23 ms of Route 5's. A call that raises - a stage's error, or Ctrl-C - closes that loop, so no task
-    of a broken question is left to run in the next one.
+    shutting down and closing a loop per question cost ~0.23 ms of Route 5's. A call that
+    raises - a stage's error, or Ctrl-C - closes that loop, so no task of a broken question
+    is left to run in the next one.
 
     Not ``asyncio.run``: on the main thread, Python 3.11's ``asyncio.run`` restores its SIGINT
     handler through ``signal.getsignal``, which formats an error message holding ``repr()``

@@ -15,6 +15,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.server.live import live_server
+
 TOKEN = "e2e-token-0123456789"
 GRAPHROUTE = str(Path(sys.executable).parent / "graphroute")
 
@@ -40,34 +42,10 @@ def server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     env = {**os.environ, "GRAPHROUTE_TOKEN": TOKEN, "GRAPHROUTE_CACHE": str(tmp_path / "cache"),
            "GRAPHROUTE_PROGRESS": "0", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     env.pop("GRAPHROUTE_ROUTES", None)
-    with log.open("w") as fh:
-        proc = subprocess.Popen(
-            [GRAPHROUTE, "serve", "--store", str(tmp_path / "store"), "--group", "handbook",
-             "--host", "127.0.0.1", "--port", str(port)],
-            stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=tmp_path,
-        )
-        base = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + 120
-            while True:
-                if proc.poll() is not None:
-                    pytest.fail(f"server exited with {proc.returncode}: {log.read_text()}")
-                try:
-                    if httpx.get(f"{base}/health", timeout=2).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                if time.monotonic() > deadline:
-                    pytest.fail(f"server did not come up: {log.read_text()}")
-                time.sleep(0.3)
-            yield base, log
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+    args = [GRAPHROUTE, "serve", "--store", str(tmp_path / "store"), "--group", "handbook",
+            "--host", "127.0.0.1", "--port", str(port)]
+    with live_server(args, port, env, log, tmp_path) as base:
+        yield base, log
 
 
 def test_index_then_query_then_health(server: tuple[str, Path]) -> None:
