@@ -13,6 +13,11 @@ them to exit codes and HTTP statuses.
 * :class:`QueryTimeoutError` - a query ran past its deadline and was stopped (HTTP 504).
 
 Anything else that escapes is an internal error: exit 1, HTTP 500.
+
+Exit codes: 0 success; 1 internal error (and ``graphroute index`` when no file could be
+read); 2 user error; 3 an unreachable service or a query past its deadline; 4
+``graphroute index`` read some files and could not read others (:data:`EXIT_FILES_FAILED`);
+130 interrupted.
 """
 
 from __future__ import annotations
@@ -22,6 +27,9 @@ from typing import Any
 EXIT_USER = 2
 EXIT_INTERNAL = 1
 EXIT_UNAVAILABLE = 3
+# `graphroute index`: some files of a supported type could not be read; the others were
+# indexed (files of an unsupported type are skipped with a warning and do not count).
+EXIT_FILES_FAILED = 4
 
 
 class GraphRouteError(Exception):

@@ -7,3 +7,9 @@ INDEX_PROFILE_META = "index_profile"  # the resolved index profile the group was
 INDEX_REPORT_META = "index_report"  # step statistics of the last index run
 DOCUMENTS_META = "documents"  # {doc_id: {hash, source, title}}
 FINGERPRINT_META = "index_fingerprint"  # hashes of the parse and step settings
+
+# The password of the project's development Neo4j server (`make neo4j-up`, tests/neo4j_server).
+# A Neo4j store on a loopback address uses it when NEO4J_PASSWORD is not set, so
+# `--store neo4j` works against the dev server without exporting anything; any other host
+# needs NEO4J_PASSWORD.
+NEO4J_DEV_PASSWORD = "graphroute-dev"

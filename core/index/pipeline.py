@@ -81,7 +81,8 @@ class IndexReport:
     indexed: int = 0
     unchanged: int = 0
     removed: int = 0
-    failed: list[dict[str, str]] = field(default_factory=list)
+    failed: list[dict[str, str]] = field(default_factory=list)  # files of a supported type that could not be read
+    skipped: list[dict[str, str]] = field(default_factory=list)  # files of a type no loader reads
     seconds: float = 0.0
     documents: int = 0  # documents in the group after the run
     sentences: int = 0  # sentences in the group after the run
@@ -99,6 +100,7 @@ class IndexReport:
             "unchanged": self.unchanged,
             "removed": self.removed,
             "failed": list(self.failed),
+            "skipped": list(self.skipped),
             "seconds": round(self.seconds, 3),
             "documents": self.documents,
             "sentences": self.sentences,
@@ -119,7 +121,9 @@ class Indexer:
     Incremental: the group's ``documents`` meta records each document's content hash, so an
     unchanged document is skipped, a changed one is replaced in one atomic write
     (``replace_doc``) and, with ``remove_missing``, a document whose file is gone is deleted.
-    A bad file is reported in ``failed`` and skipped; nothing already indexed is lost.
+    A file of a supported type that cannot be read is reported in ``failed``, a file of a type
+    no loader reads in ``skipped``; the run goes on with the others and nothing already
+    indexed is lost.
     """
 
     def __init__(
@@ -246,7 +250,7 @@ class Indexer:
         for f in track(files, "load"):
             loader = next((ld for ld in loaders if ld.accepts(f)), None)
             if loader is None:
-                report.failed.append({"path": str(f), "reason": f"unsupported file type {f.suffix or '(none)'!r}; supported: {', '.join(exts)}"})
+                report.skipped.append({"path": str(f), "reason": f"unsupported file type {f.suffix or '(none)'!r}; supported: {', '.join(exts)}"})
                 continue
             try:
                 docs = list(loader.load(f))

@@ -47,6 +47,7 @@ from urllib.parse import unquote
 
 import numpy as np
 from graphroute.core.api.components import ComponentParams, StoreBackend
+from graphroute.core.api.constants import NEO4J_DEV_PASSWORD
 from graphroute.core.api.models import Edge, EdgeType, Node
 from graphroute.core.api.store import (
     Direction,
@@ -64,6 +65,7 @@ from graphroute.core.api.store import (
 )
 from graphroute.core.errors import StoreError, StoreUnavailableError
 from graphroute.core.hookspecs import hookimpl
+from graphroute.core.lib.net import is_loopback
 from pydantic import Field
 
 if TYPE_CHECKING:
@@ -106,6 +108,16 @@ _SCHEMA = (
 def _public_uri(uri: str) -> str:
     """The URI without any user:password@ part, for messages."""
     return re.sub(r"//[^/@]*@", "//", uri)
+
+
+def _is_loopback(uri: str) -> bool:
+    """Whether a Neo4j URI names this machine (where the dev server's password is the default)."""
+    from urllib.parse import urlsplit
+
+    try:
+        return is_loopback(urlsplit(uri).hostname or "")
+    except ValueError:
+        return False
 
 
 def _batches(rows: Sequence[T], size: int = _BATCH) -> Iterator[Sequence[T]]:
@@ -979,6 +991,8 @@ class Neo4jBackend(StoreBackend):
         settings = options.pop("settings", None)
         user = options.pop("user", None) or getattr(settings, "neo4j_user", None) or "neo4j"
         password = options.pop("password", None) or getattr(settings, "neo4j_password", None) or ""
+        if not password and _is_loopback(location):
+            password = NEO4J_DEV_PASSWORD  # the documented dev server's (constants.NEO4J_DEV_PASSWORD)
         params = self.Params(**{**self.params.model_dump(), **options}) if options else self.params
         try:
             import neo4j  # noqa: F401

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 from graphroute.core.engine import open_store
+from graphroute.core.errors import EXIT_FILES_FAILED
 
 from tests.indexing.pdfgen import text_ops, write_pdf
 from tests.reliability.conftest import assert_no_traceback, run_cli
@@ -140,10 +141,11 @@ def test_bad_files_reported_rest_indexed_nothing_lost(tmp_path: Path, cache_dir:
 
     second = run_cli("index", str(docs), *common, "--json", cache=cache_dir, timeout=900)
     assert_no_traceback(second)
-    assert second.returncode == 0, second.stderr
+    assert second.returncode == EXIT_FILES_FAILED, second.stderr  # some files failed, the rest indexed
     report = json.loads(second.stdout)
-    reasons = {Path(f["path"]).name: f["reason"] for f in report["failed"]}
+    reasons = {Path(f["path"]).name: f["reason"] for f in report["failed"] + report["skipped"]}
     assert set(reasons) == set(expected), reasons
+    assert [Path(f["path"]).name for f in report["skipped"]] == ["notes.xyz"]  # not a failure
     for name, words in expected.items():
         assert words in reasons[name], (name, reasons[name])
     # ferry, nested, longline, latin1, utf16 are new; pumps and bridge are unchanged and kept

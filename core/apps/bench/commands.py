@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from graphroute.core.apps.cli.main import DisableOpt, EnableOpt, JsonOpt, SetOpt
 from graphroute.core.config.overrides import Overrides, overrides_from_cli
 from graphroute.core.errors import RouteConfigError
 from graphroute.core.hookspecs import hookimpl
@@ -22,20 +23,16 @@ from rich.table import Table
 out = Console() if sys.stdout.isatty() else Console(width=240)
 err = Console(stderr=True)
 
-QuestionsOpt = Annotated[Path, typer.Option("--questions", "-q", help="question file: HippoRAG JSON or JSONL (docs/benchmarking.md)")]
-CorpusOpt = Annotated[Path, typer.Option("--corpus", "-c", help="corpus: JSON list (or JSONL) of {title, text}")]
-StoreOpt = Annotated[str | None, typer.Option("--store", help="bench store directory or neo4j:// URI [default ./.graphroute/bench]")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="print the full result as JSON")]
-OutOpt = Annotated[Path | None, typer.Option("--out", help="write JSON, a Markdown report and plots to this folder")]
-LimitOpt = Annotated[int | None, typer.Option("--limit", min=1, help="only the first N questions")]
-ProfileOpt = Annotated[str | None, typer.Option("--profile", help="index profile name or YAML path [default: default]")]
-SetOpt = Annotated[list[str] | None, typer.Option("--set", help="override a parameter: STAGE_ID.PARAM=VALUE")]
-DisableOpt = Annotated[list[str] | None, typer.Option("--disable", help="switch a stage off by id")]
-EnableOpt = Annotated[list[str] | None, typer.Option("--enable", help="switch a stage on by id")]
-TolOpt = Annotated[float, typer.Option("--tolerance", min=0.0, help="verdict: allowed drop of recall@5 and containment")]
-F1TolOpt = Annotated[float, typer.Option("--f1-tolerance", min=0.0, help="verdict: allowed drop of f1")]
-TokenCutOpt = Annotated[float, typer.Option("--min-token-cut", min=0.0, max=1.0, help="verdict: relative token cut that counts as a gain")]
-SpeedGainOpt = Annotated[float, typer.Option("--min-speed-gain", min=0.0, max=1.0, help="verdict: relative p50 latency cut that counts as a gain")]
+QuestionsOpt = Annotated[Path, typer.Option("--questions", "-q", metavar="FILE", help="question file: HippoRAG JSON or JSONL (docs/benchmarking.md)")]
+CorpusOpt = Annotated[Path, typer.Option("--corpus", "-c", metavar="FILE", help="corpus: JSON list (or JSONL) of {title, text}")]
+StoreOpt = Annotated[str | None, typer.Option("--store", metavar="DIR|URI", help="bench store directory or neo4j:// URI [default ./.graphroute/bench]")]
+OutOpt = Annotated[Path | None, typer.Option("--out", metavar="DIR", help="write JSON, a Markdown report and plots to this folder")]
+LimitOpt = Annotated[int | None, typer.Option("--limit", min=1, metavar="N", help="only the first N questions")]
+ProfileOpt = Annotated[str | None, typer.Option("--profile", metavar="PROFILE", help="index profile name or YAML path [default: default]")]
+TolOpt = Annotated[float, typer.Option("--tolerance", min=0.0, metavar="FRACTION", help="verdict: allowed drop of recall@5 and containment")]
+F1TolOpt = Annotated[float, typer.Option("--f1-tolerance", min=0.0, metavar="FRACTION", help="verdict: allowed drop of f1")]
+TokenCutOpt = Annotated[float, typer.Option("--min-token-cut", min=0.0, max=1.0, metavar="FRACTION", help="verdict: relative token cut that counts as a gain")]
+SpeedGainOpt = Annotated[float, typer.Option("--min-speed-gain", min=0.0, max=1.0, metavar="FRACTION", help="verdict: relative p50 latency cut that counts as a gain")]
 
 
 def _load(questions: Path, corpus: Path, limit: int | None) -> Any:
@@ -93,7 +90,7 @@ def _metrics_table(title: str, routes: dict[str, dict[str, Any]], columns: tuple
 def bench(
     questions: QuestionsOpt,
     corpus: CorpusOpt,
-    route: Annotated[list[str], typer.Option("--route", "-r", help="route name or YAML path (repeatable)")],
+    route: Annotated[list[str], typer.Option("--route", "-r", metavar="ROUTE", help="route name or YAML path (repeatable)")],
     store: StoreOpt = None,
     as_json: JsonOpt = False,
     out_dir: OutOpt = None,
@@ -146,7 +143,7 @@ def _print_llm(routes: dict[str, dict[str, Any]]) -> None:
 def ab(
     questions: QuestionsOpt,
     corpus: CorpusOpt,
-    route: Annotated[list[str], typer.Option("--route", "-r", help="route A, then route B (give one route to compare it with its --b-* overrides)")],
+    route: Annotated[list[str], typer.Option("--route", "-r", metavar="ROUTE", help="route A, then route B (give one route to compare it with its --b-* overrides)")],
     store: StoreOpt = None,
     as_json: JsonOpt = False,
     out_dir: OutOpt = None,
@@ -155,9 +152,9 @@ def ab(
     set_: SetOpt = None,
     disable: DisableOpt = None,
     enable: EnableOpt = None,
-    b_set: Annotated[list[str] | None, typer.Option("--b-set", help="B only: STAGE_ID.PARAM=VALUE")] = None,
-    b_disable: Annotated[list[str] | None, typer.Option("--b-disable", help="B only: switch a stage off")] = None,
-    b_enable: Annotated[list[str] | None, typer.Option("--b-enable", help="B only: switch a stage on")] = None,
+    b_set: Annotated[list[str] | None, typer.Option("--b-set", metavar="ID.PARAM=VALUE", help="B only: override a stage parameter")] = None,
+    b_disable: Annotated[list[str] | None, typer.Option("--b-disable", metavar="ID", help="B only: switch a stage off")] = None,
+    b_enable: Annotated[list[str] | None, typer.Option("--b-enable", metavar="ID", help="B only: switch a stage on")] = None,
     tolerance: TolOpt = 0.01,
     f1_tolerance: F1TolOpt = 0.01,
     min_token_cut: TokenCutOpt = 0.05,
@@ -217,7 +214,7 @@ def ab(
 
 
 def ablate(
-    route: Annotated[str, typer.Option("--route", "-r", help="route name or YAML path")],
+    route: Annotated[str, typer.Option("--route", "-r", metavar="ROUTE", help="route name or YAML path")],
     questions: QuestionsOpt,
     corpus: CorpusOpt,
     store: StoreOpt = None,

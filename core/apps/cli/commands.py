@@ -17,6 +17,8 @@ from graphroute.core.apps.cli.main import (
     DisableOpt,
     EnableOpt,
     GroupOpt,
+    JsonOpt,
+    RouteOpt,
     SetOpt,
     StoreOpt,
     engine,
@@ -32,7 +34,12 @@ from graphroute.core.registry import get_registry, skipped_builtins
 from rich.table import Table
 
 commands = typer.Typer()
-routes_app = typer.Typer(help="List shipped and user routes, or show one fully resolved.", invoke_without_command=True)
+
+# The demo's documents and questions ship inside the package, so `graphroute demo` runs anywhere.
+SAMPLE_CORPUS = Path(__file__).resolve().parents[2] / "sample"
+routes_app = typer.Typer(
+    help="List shipped and user routes, or show one fully resolved.", invoke_without_command=True, rich_markup_mode=None
+)
 
 
 @hookimpl
@@ -45,7 +52,7 @@ def register_commands(cli: typer.Typer) -> None:
 
 
 @commands.command()
-def plugins(as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False) -> None:
+def plugins(as_json: JsonOpt = False) -> None:
     """Show installed plugins and the stages and components each contributes."""
     reg = get_registry()
     rows = reg.plugins()
@@ -74,7 +81,7 @@ def plugins(as_json: Annotated[bool, typer.Option("--json", help="machine-readab
 
 @routes_app.callback()
 def routes_list(
-    ctx: typer.Context, as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False
+    ctx: typer.Context, as_json: JsonOpt = False
 ) -> None:
     """List routes (shipped ones and those in $GRAPHROUTE_ROUTES)."""
     if ctx.invoked_subcommand is not None:
@@ -102,7 +109,7 @@ def routes_list(
 
 @routes_app.command("show")
 def routes_show(
-    name: Annotated[str, typer.Argument(help="route name or YAML path")],
+    name: Annotated[str, typer.Argument(metavar="ROUTE", help="route name or YAML path")],
     set_: SetOpt = None,
     disable: DisableOpt = None,
     enable: EnableOpt = None,
@@ -118,8 +125,8 @@ def routes_show(
 
 @commands.command()
 def query(
-    question: Annotated[str, typer.Argument(help="the question")],
-    route: Annotated[str, typer.Option("--route", "-r", help="route name or YAML path")] = "route1s_sentence",
+    question: Annotated[str, typer.Argument(metavar="QUESTION", help="the question")],
+    route: RouteOpt = "route1s_sentence",
     store: StoreOpt = None,
     group: GroupOpt = None,
     set_: SetOpt = None,
@@ -161,13 +168,13 @@ def _where(document: str, section_path: str) -> str:
 
 @commands.command()
 def index(
-    paths: Annotated[list[Path], typer.Argument(help="files or folders to index")],
+    paths: Annotated[list[Path], typer.Argument(metavar="PATH...", help="files or folders to index")],
     store: StoreOpt = None,
     group: GroupOpt = None,
-    profile: Annotated[str | None, typer.Option("--profile", help="index profile name or YAML path")] = None,
+    profile: Annotated[str | None, typer.Option("--profile", metavar="PROFILE", help="index profile name or YAML path")] = None,
     remove_missing: Annotated[bool, typer.Option("--remove-missing", help="remove indexed documents whose files are gone")] = False,
     sweep_thresholds: Annotated[bool, typer.Option("--sweep-thresholds", help="report RELATED_TO edges, density and cross-document ratio for 0.80..0.95")] = False,
-    as_json: Annotated[bool, typer.Option("--json")] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Index documents: load, parse into the skeleton, embed, build edges and the entity graph."""
     from graphroute.core.errors import IndexProfileError
@@ -186,19 +193,34 @@ def index(
         print(json.dumps(data, indent=2))
     else:
         _print_index_report(data)
-    if data.get("indexed", 0) == 0 and data.get("failed"):
-        raise typer.Exit(1)
+    code = index_exit_code(data)
+    if code:
+        raise typer.Exit(code)
+
+
+def index_exit_code(data: dict[str, Any]) -> int:
+    """0 when every file of a supported type was read (unsupported ones are only skipped),
+    ``EXIT_FILES_FAILED`` when some could not be read and the rest were indexed, and
+    ``EXIT_INTERNAL`` when files failed and none could be read at all."""
+    from graphroute.core.errors import EXIT_FILES_FAILED, EXIT_INTERNAL
+
+    if not data.get("failed"):
+        return 0
+    return EXIT_FILES_FAILED if data.get("indexed", 0) + data.get("unchanged", 0) else EXIT_INTERNAL
 
 
 def _print_index_report(data: dict[str, Any]) -> None:
     out.print(
         f"[bold]indexed[/] {data.get('indexed', 0)} · unchanged {data.get('unchanged', 0)} · "
-        f"removed {data.get('removed', 0)} · failed {len(data.get('failed', []))} "
+        f"removed {data.get('removed', 0)} · failed {len(data.get('failed', []))} · "
+        f"skipped {len(data.get('skipped', []))} "
         f"in {data.get('seconds', 0):.1f} s",
         highlight=False,
     )
+    for f in data.get("skipped", []):
+        err.print(f"[yellow]warning: skipped[/] {f['path']}: {f['reason']}", highlight=False, markup=True)
     for f in data.get("failed", []):
-        err.print(f"[yellow]skipped[/] {f['path']}: {f['reason']}", highlight=False, markup=True)
+        err.print(f"[bold red]failed[/] {f['path']}: {f['reason']}", highlight=False, markup=True)
     if "sweep" in data:
         table = Table(title="RELATED_TO threshold sweep")
         for col in ("threshold", "edges", "density", "cross_document_ratio", "within_budget"):
@@ -212,7 +234,7 @@ def _print_index_report(data: dict[str, Any]) -> None:
 def stats(
     store: StoreOpt = None,
     group: GroupOpt = None,
-    as_json: Annotated[bool, typer.Option("--json")] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Node counts by label, edge counts by type, and what the index steps reported."""
     gr = engine(store, group)
@@ -229,9 +251,25 @@ def stats(
         table.add_row(f"edges:{et}", str(n))
     for sp, n in sorted(data["vectors"].items()):
         table.add_row(f"vectors:{sp}", str(n))
-    out.print(table)
     if data.get("index"):
-        out.print_json(data=data["index"])
+        table.add_section()
+        for key, value in _flatten(data["index"]):
+            table.add_row(f"index:{key}", value)
+    out.print(table)
+
+
+def _flatten(data: Any, prefix: str = "") -> list[tuple[str, str]]:
+    """Rows of a nested index report: dotted keys, scalar values (a list of scalars joined)."""
+    if isinstance(data, dict):
+        rows: list[tuple[str, str]] = []
+        for k, v in data.items():
+            rows.extend(_flatten(v, f"{prefix}.{k}" if prefix else str(k)))
+        return rows
+    if isinstance(data, list) and any(isinstance(v, dict | list) for v in data):
+        return [r for i, v in enumerate(data) for r in _flatten(v, f"{prefix}[{i}]")]
+    if isinstance(data, list):
+        return [(prefix, ", ".join(str(v) for v in data))]
+    return [(prefix, str(data))]
 
 
 # --------------------------------------------------------------------------- demo
@@ -239,13 +277,17 @@ def stats(
 
 @commands.command()
 def demo(
-    corpus: Annotated[Path, typer.Option(help="sample documents")] = Path("examples/sample_corpus"),
+    corpus: Annotated[
+        Path | None,
+        typer.Option("--corpus", metavar="DIR", help="folder of documents (and a questions.txt) [default: the sample corpus shipped with graphroute]"),
+    ] = None,
     store: StoreOpt = None,
-    route: Annotated[str, typer.Option("--route", "-r")] = "route1s_sentence",
+    route: RouteOpt = "route1s_sentence",
 ) -> None:
-    """Index the sample corpus offline and answer its sample questions."""
+    """Index the sample corpus offline and answer its sample questions (from any directory)."""
+    corpus = corpus or SAMPLE_CORPUS
     if not corpus.is_dir():
-        raise UserError(f"sample corpus {corpus} not found; run from the repository root or pass --corpus DIR")
+        raise UserError(f"corpus folder {corpus} not found")
     gr = engine(store or os.path.join(".graphroute", "demo"), "demo")
     report = gr.index([corpus])
     data = report.to_json() if hasattr(report, "to_json") else report

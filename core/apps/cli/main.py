@@ -30,7 +30,11 @@ app = typer.Typer(
     help="Plugin-based retrieval: index documents, then answer questions through declarative routes.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    add_completion=False,
+    # click's plain help: `[env X, default Y]` in option help is text, not rich markup, and
+    # flags show no `<bool>` metavar
+    rich_markup_mode=None,
+    # typer's --install-completion / --show-completion (bash, zsh, fish, PowerShell)
+    add_completion=True,
 )
 
 out = Console()
@@ -40,13 +44,16 @@ StoreOpt = Annotated[
     str | None,
     typer.Option(
         "--store",
-        help=f"store directory, a neo4j:// or bolt:// URI, or `neo4j` for $NEO4J_URI [env GRAPHROUTE_STORE, default {DEFAULT_STORE}]",
+        metavar="DIR|URI",
+        help=f"store directory, a neo4j:// or bolt:// URI, or `neo4j` for the dev server / $NEO4J_URI [env GRAPHROUTE_STORE, default {DEFAULT_STORE}]",
     ),
 ]
-GroupOpt = Annotated[str | None, typer.Option("--group", "-g", help="group (corpus) name [env GRAPHROUTE_GROUP]")]
-SetOpt = Annotated[list[str] | None, typer.Option("--set", help="override a parameter: STAGE_ID.PARAM=VALUE")]
-DisableOpt = Annotated[list[str] | None, typer.Option("--disable", help="switch a stage off by id")]
-EnableOpt = Annotated[list[str] | None, typer.Option("--enable", help="switch a stage on by id")]
+GroupOpt = Annotated[str | None, typer.Option("--group", "-g", metavar="GROUP", help="group (corpus) name [env GRAPHROUTE_GROUP]")]
+RouteOpt = Annotated[str, typer.Option("--route", "-r", metavar="ROUTE", help="route name or YAML path")]
+SetOpt = Annotated[list[str] | None, typer.Option("--set", metavar="ID.PARAM=VALUE", help="override a stage parameter (repeatable)")]
+DisableOpt = Annotated[list[str] | None, typer.Option("--disable", metavar="ID", help="switch a stage off by id (repeatable)")]
+EnableOpt = Annotated[list[str] | None, typer.Option("--enable", metavar="ID", help="switch a stage on by id (repeatable)")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="print machine-readable JSON instead of the human-readable output")]
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
@@ -58,8 +65,8 @@ def settings_for(store: str | None, group: str | None) -> Settings:
     s = Settings()
     if store:
         s.store = store
-    if s.store == "neo4j":  # shorthand: the server named by NEO4J_URI
-        s.store = os.environ.get("NEO4J_URI", "bolt://127.0.0.1:7687")
+    if s.store == "neo4j":  # shorthand: the server NEO4J_URI names, else the dev server (`make neo4j-up`)
+        s.store = os.environ.get("NEO4J_URI") or f"bolt://127.0.0.1:{os.environ.get('NEO4J_PORT') or 7687}"
     if group:
         s.group = group
     return s
@@ -78,9 +85,9 @@ def _global_options(
     version: Annotated[
         bool, typer.Option("--version", help="print the version and exit", is_eager=True, callback=_print_version)
     ] = False,
-    neo4j_user: Annotated[str | None, typer.Option("--neo4j-user", help="Neo4j user [env NEO4J_USER]")] = None,
+    neo4j_user: Annotated[str | None, typer.Option("--neo4j-user", metavar="USER", help="Neo4j user [env NEO4J_USER, default neo4j]")] = None,
     neo4j_password: Annotated[
-        str | None, typer.Option("--neo4j-password", help="Neo4j password [env NEO4J_PASSWORD]", show_default=False)
+        str | None, typer.Option("--neo4j-password", metavar="PASSWORD", help="Neo4j password [env NEO4J_PASSWORD; a loopback server defaults to the dev server's]", show_default=False)
     ] = None,
 ) -> None:
     """Options that apply to every command (put them before the command name)."""

@@ -12,14 +12,13 @@ import sys
 from typing import Annotated, Any
 
 import typer
-from graphroute.core.apps.cli.main import StoreOpt, engine, err, out
+from graphroute.core.apps.cli.main import JsonOpt, StoreOpt, engine, err, out
 from graphroute.core.errors import UserError
 from graphroute.core.hookspecs import hookimpl
 from rich.table import Table
 
 commands = typer.Typer()
 
-JsonOpt = Annotated[bool, typer.Option("--json", help="machine-readable output")]
 RequiredGroupOpt = Annotated[str, typer.Option("--group", "-g", help="group (corpus) name", metavar="GROUP")]
 
 

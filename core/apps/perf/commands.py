@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from graphroute.core.apps.cli.main import JsonOpt
 from graphroute.core.hookspecs import hookimpl
 from rich.console import Console
 from rich.table import Table
@@ -22,14 +23,14 @@ err = Console(stderr=True)
 
 
 def perf(
-    as_json: Annotated[bool, typer.Option("--json", help="print the full result as JSON instead of the table")] = False,
-    out_file: Annotated[Path, typer.Option("--out", help="write the JSON result here")] = Path(".graphroute/perf.json"),
+    as_json: JsonOpt = False,
+    out_file: Annotated[Path, typer.Option("--out", metavar="FILE", help="write the JSON result here")] = Path(".graphroute/perf.json"),
     quick: Annotated[bool, typer.Option("--quick", help="small slices of every part (CI smoke run, a few minutes)")] = False,
-    passages: Annotated[int | None, typer.Option("--passages", min=1, help="index only the first N MuSiQue passages")] = None,
-    questions: Annotated[int | None, typer.Option("--questions", min=1, help="questions per route")] = None,
-    scale: Annotated[str | None, typer.Option("--scale", help="two synthetic corpus sizes in sentences, e.g. 25000,100000")] = None,
+    passages: Annotated[int | None, typer.Option("--passages", min=1, metavar="N", help="index only the first N MuSiQue passages")] = None,
+    questions: Annotated[int | None, typer.Option("--questions", min=1, metavar="N", help="questions per route")] = None,
+    scale: Annotated[str | None, typer.Option("--scale", metavar="N,M", help="two synthetic corpus sizes in sentences, e.g. 25000,100000")] = None,
     no_neo4j: Annotated[bool, typer.Option("--no-neo4j", help="skip the Neo4j query suite and write throughput")] = False,
-    workdir: Annotated[Path | None, typer.Option("--workdir", help="keep stores and corpora here (default: a temporary folder, removed)")] = None,
+    workdir: Annotated[Path | None, typer.Option("--workdir", metavar="DIR", help="keep stores and corpora here (default: a temporary folder, removed)")] = None,
 ) -> None:
     """Index, query, scale and store-write figures against the models' own cost."""
     from dataclasses import replace

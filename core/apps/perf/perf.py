@@ -509,8 +509,6 @@ def _engine(store: str, group: str, cache: Path) -> Any:
 
     s = Settings()
     s.store, s.group, s.cache_dir = store, group, cache
-    if store.startswith(("bolt", "neo4j")) and not s.neo4j_password:
-        s.neo4j_password = "graphroute-dev"  # the project's dev server (tests/neo4j_server)
     return GraphRoute(settings=s)
 
 
@@ -885,7 +883,9 @@ def neo4j_reachable(uri: str) -> str | None:
         from neo4j import GraphDatabase
     except ImportError:
         return "the neo4j driver is not installed"
-    pw = os.environ.get("NEO4J_PASSWORD") or "graphroute-dev"
+    from graphroute.core.api.constants import NEO4J_DEV_PASSWORD
+
+    pw = os.environ.get("NEO4J_PASSWORD") or NEO4J_DEV_PASSWORD
     try:
         with GraphDatabase.driver(uri, auth=(os.environ.get("NEO4J_USER", "neo4j"), pw), connection_timeout=3) as d:
             d.verify_connectivity()

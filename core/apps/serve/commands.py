@@ -8,24 +8,16 @@ process list) or ``--token``.
 
 from __future__ import annotations
 
-import ipaddress
 import os
+import socket
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from graphroute.core.apps.cli.main import StoreOpt
 from graphroute.core.apps.serve.server import DEFAULT_MAX_BODY_BYTES, DEFAULT_TIMEOUT_S
 from graphroute.core.hookspecs import hookimpl
-
-
-def is_loopback(host: str) -> bool:
-    """True for 127.0.0.0/8, ::1 and ``localhost``; any other name or address is public."""
-    if host.strip().lower() in ("localhost", "localhost.localdomain"):
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
+from graphroute.core.lib.net import is_loopback
 
 
 def check_bind(host: str, token: str | None) -> None:
@@ -41,21 +33,37 @@ def check_bind(host: str, token: str | None) -> None:
         )
 
 
+def bind_socket(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host``:``port`` (0 picks a free port), as uvicorn binds it."""
+    from graphroute.core.errors import UserError
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise UserError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    sock.set_inheritable(True)
+    return sock
+
+
 def register(app: typer.Typer) -> None:
     """Add ``serve`` and ``new-plugin`` to the ``graphroute`` app."""
 
     @app.command()
     def serve(
-        store: Annotated[str | None, typer.Option("--store", help="store directory or neo4j:// URI [env GRAPHROUTE_STORE]")] = None,
-        group: Annotated[str | None, typer.Option("--group", "-g", help="default group [env GRAPHROUTE_GROUP]")] = None,
-        host: Annotated[str, typer.Option("--host", help="address to bind; non-loopback requires a token")] = "127.0.0.1",
-        port: Annotated[int, typer.Option("--port", min=0, max=65535)] = 8000,
-        token: Annotated[str | None, typer.Option("--token", help="bearer token [env GRAPHROUTE_TOKEN, preferred]")] = None,
-        max_body: Annotated[int, typer.Option("--max-body", min=1, help="request body limit in bytes (413 above)")] = DEFAULT_MAX_BODY_BYTES,
-        timeout: Annotated[float, typer.Option("--timeout", min=0.1, help="per-request time limit in seconds (504 above)")] = DEFAULT_TIMEOUT_S,
-        workers: Annotated[int, typer.Option("--query-threads", min=1, help="threads answering queries")] = 4,
-        index_root: Annotated[list[Path] | None, typer.Option("--index-root", help="allow POST /index `paths` under this folder (repeatable)")] = None,
-        default_route: Annotated[str, typer.Option("--route", "-r", help="route used when a query names none")] = "route1s_sentence",
+        store: StoreOpt = None,
+        group: Annotated[str | None, typer.Option("--group", "-g", metavar="GROUP", help="default group [env GRAPHROUTE_GROUP]")] = None,
+        host: Annotated[str, typer.Option("--host", metavar="ADDRESS", help="address to bind; non-loopback requires a token")] = "127.0.0.1",
+        port: Annotated[int, typer.Option("--port", min=0, max=65535, metavar="PORT", help="port to listen on (0: any free port)")] = 8000,
+        token: Annotated[str | None, typer.Option("--token", metavar="TOKEN", help="bearer token [env GRAPHROUTE_TOKEN, preferred]")] = None,
+        max_body: Annotated[int, typer.Option("--max-body", min=1, metavar="BYTES", help="request body limit in bytes (413 above)")] = DEFAULT_MAX_BODY_BYTES,
+        timeout: Annotated[float, typer.Option("--timeout", min=0.1, metavar="SECONDS", help="per-request time limit in seconds (504 above)")] = DEFAULT_TIMEOUT_S,
+        workers: Annotated[int, typer.Option("--query-threads", min=1, metavar="N", help="threads answering queries")] = 4,
+        index_root: Annotated[list[Path] | None, typer.Option("--index-root", metavar="DIR", help="allow POST /index `paths` under this folder (repeatable)")] = None,
+        default_route: Annotated[str, typer.Option("--route", "-r", metavar="ROUTE", help="route used when a query names none")] = "route1s_sentence",
         preload: Annotated[bool, typer.Option("--preload/--no-preload", help="run the default route once at startup to load its models")] = True,
     ) -> None:
         """Serve the HTTP API (POST /query, /index; GET /routes, /plugins, /jobs/ID, /health)."""
@@ -98,12 +106,17 @@ def register(app: typer.Typer) -> None:
             host=host, port=port, backend=gr.store.backend, group=gr.group, auth=bool(token),
             max_body_bytes=max_body, timeout_s=timeout, index_roots=[str(r) for r in config.index_roots],
         )
-        uvicorn.run(app_, host=host, port=port, log_config=None, access_log=False, timeout_graceful_shutdown=5)
+        # The socket is bound here so the line below names the real port (also for --port 0).
+        sock = bind_socket(host, port)
+        url = f"http://{f'[{host}]' if ':' in host else host}:{sock.getsockname()[1]}/"
+        print(f"graphroute serving group {gr.group} at {url} (API docs at {url}docs; Ctrl+C stops)", flush=True)
+        server = uvicorn.Server(uvicorn.Config(app_, log_config=None, access_log=False, timeout_graceful_shutdown=5))
+        server.run(sockets=[sock])
 
     @app.command("new-plugin")
     def new_plugin_cmd(
-        name: Annotated[str, typer.Argument(help="plugin name, e.g. keyword-boost")],
-        directory: Annotated[Path, typer.Option("--dir", help="parent folder of the new package")] = Path("."),
+        name: Annotated[str, typer.Argument(metavar="NAME", help="plugin name, e.g. keyword-boost")],
+        directory: Annotated[Path, typer.Option("--dir", metavar="DIR", help="parent folder of the new package")] = Path("."),
     ) -> None:
         """Write a ready plugin package (entry point, one stage, its test, README)."""
         from graphroute.core.apps.cli.main import out

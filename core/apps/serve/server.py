@@ -112,7 +112,7 @@ class ServerConfig:
 
 
 class ErrorBody(BaseModel):
-    """Every error the API returns (besides FastAPI's request-validation 422)."""
+    """Every error the API returns, 404, 405 and the request-validation 422 included."""
 
     error: str = Field(description="machine-readable error code, e.g. `route_config`, `unknown_group`")
     message: str = Field(description="what went wrong and how to fix it (the CLI's wording)")
@@ -344,20 +344,19 @@ def echo(value: Any, limit: int = ECHO_CHARS) -> str:
     return text if len(text) <= limit else text[:limit] + f"... ({len(text):,} characters)"
 
 
-def validation_details(errors: Any) -> list[dict[str, Any]]:
-    """FastAPI's validation errors with every echoed value cut to a short prefix (pydantic
-    puts the whole offending input, up to the entire body, into each error)."""
-    out = []
-    for e in list(errors)[:20]:
-        item: dict[str, Any] = {
-            "type": str(e.get("type", "")),
-            "loc": [x if isinstance(x, int) else echo(str(x), 40) for x in e.get("loc", ())],
-            "msg": echo(str(e.get("msg", "")), 300),
-        }
-        if "input" in e:
-            item["input"] = echo(e["input"])
-        out.append(item)
-    return out
+def validation_message(errors: Any) -> str:
+    """FastAPI's validation errors as one message ("body.question: Field required; ..."),
+    the first five, without the offending input (pydantic puts the whole of it, up to the
+    entire body, into each error)."""
+    parts = []
+    errors = list(errors)
+    for e in errors[:5]:
+        where = ".".join(str(x) if isinstance(x, int) else echo(str(x), 40) for x in e.get("loc", ()))
+        msg = echo(str(e.get("msg", "")), 300)
+        parts.append(f"{where}: {msg}" if where else msg)
+    if len(errors) > 5:
+        parts.append(f"and {len(errors) - 5} more")
+    return "; ".join(parts) or "invalid request"
 
 
 # --------------------------------------------------------------------------- middleware
@@ -561,7 +560,7 @@ def _upload_dir_for(config: ServerConfig, store_location: str, group: str) -> Pa
 def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None" = None) -> "FastAPI":
     """Build the app. Pass ``engine`` to share an already opened :class:`GraphRoute`
     (tests do); otherwise one is opened from ``config.store``."""
-    from fastapi import Depends, FastAPI, Request
+    from fastapi import Depends, Request
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse
     from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -655,7 +654,11 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
         pool.shutdown(wait=False, cancel_futures=True)
         health_pool.shutdown(wait=False, cancel_futures=True)
 
-    app = FastAPI(
+    # /docs and /redoc with the Swagger UI and ReDoc assets fastapi-offline ships (MIT), served
+    # by this server: the pages work without a CDN or any network.
+    from fastapi_offline import FastAPIOffline
+
+    app = FastAPIOffline(
         title="graphroute",
         version=__version__,
         description="Query and index a graphroute store over HTTP. Same routes, overrides and JSON as the CLI.",
@@ -694,12 +697,17 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
 
     @app.exception_handler(RequestValidationError)
     async def _invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
-        details = validation_details(exc.errors())
-        first = details[0] if details else {"loc": [], "msg": "invalid request"}
-        where = ".".join(str(x) for x in first["loc"])
-        body = ErrorBody(error="invalid_request", message=f"{where}: {first['msg']}" if where else str(first["msg"]),
-                         request_id=request_id(request))
-        return JSONResponse({**body.model_dump(), "detail": details}, status_code=422)
+        return error_response(request, 422, "invalid_request", validation_message(exc.errors()))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        """Starlette's own errors (an unknown path 404, a wrong method 405) in the API's shape."""
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        message = {
+            404: f"no such endpoint: {request.method} {request.url.path} (see /docs)",
+            405: f"{request.method} is not allowed on {request.url.path}",
+        }.get(exc.status_code, str(exc.detail))
+        return error_response(request, exc.status_code, code, message, exc.headers)
 
     auth = [Depends(require_token)]
 
