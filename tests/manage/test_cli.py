@@ -112,3 +112,14 @@ def test_delete_asks_on_a_terminal(indexed: GraphRoute) -> None:
     gr = GraphRoute(store=store)
     assert [r["group"] for r in gr.groups()] == ["g"]
     gr.close()
+
+
+def test_stats_prints_a_table_or_json_and_refuses_an_unknown_group(run) -> None:  # type: ignore[no-untyped-def]
+    code, out, _ = run("stats", "--group", "g")
+    assert code == 0 and "nodes:Sentence" in out and "index:" in out  # the step report is in the table
+    assert "{" not in out and '"' not in out  # no JSON after the table
+    code, out, _ = run("stats", "--group", "g", "--json")
+    data = json.loads(out)  # nothing but JSON
+    assert code == 0 and data["group"] == "g" and data["nodes"]["Sentence"] == 6 and data["index"]
+    code, out, err = run("stats", "--group", "nope")
+    assert code == 2 and out == "" and "group 'nope' not found" in err and "g, h" in err
