@@ -7,11 +7,16 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from graphroute.core.apps import docgen
 from graphroute.core.config.route import builtin_routes_dir
+
+from tests.playground.conftest import browser  # noqa: F401  (the Chromium fixture)
+from tests.playground.test_browser import shot
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
@@ -119,3 +124,71 @@ def test_strict_build_passes_and_fails_on_a_broken_link(tmp_path: Path) -> None:
     broken = build(docs / "mkdocs.yml", tmp_path / "site-broken")
     assert broken.returncode != 0
     assert "no-such-page.md" in broken.stderr + broken.stdout
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The built site, served over a loopback port."""
+    import functools
+    import threading
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    tmp = tmp_path_factory.mktemp("site")
+    built = build(copy_docs(tmp) / "mkdocs.yml", tmp / "site")
+    assert built.returncode == 0, built.stderr
+    handler = functools.partial(SimpleHTTPRequestHandler, directory=str(tmp / "site"))
+    handler.log_message = lambda *a, **k: None  # type: ignore[attr-defined]
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+
+
+def test_nav_separates_guides_reference_and_measurements(site: str) -> None:
+    import httpx
+
+    html = httpx.get(f"{site}/", timeout=30).text
+    sections = [s for s in ("User guides", "Reference", "Measurements") if s in html]
+    assert sections == ["User guides", "Reference", "Measurements"]
+    assert html.index("Managing the index") < html.index("Stage catalog") < html.index("Benchmarking")
+
+
+def test_route_diagram_renders_offline_and_stage_ids_stay_whole(site: str, browser: Any) -> None:  # noqa: F811
+    page = browser.new_page()
+    page.set_viewport_size({"width": 1280, "height": 900})
+    outside: list[str] = []
+
+    def only_the_site(route: Any) -> None:
+        if route.request.url.startswith(site):
+            route.continue_()
+        else:  # no network: a CDN request is refused and recorded
+            outside.append(route.request.url)
+            route.abort()
+
+    page.route("**/*", only_the_site)
+    # mkdocs-material draws each diagram in a closed shadow root; opened, the test can read it
+    page.add_init_script("""const attach = Element.prototype.attachShadow;
+        Element.prototype.attachShadow = function (options) { return attach.call(this, {...options, mode: 'open'}); };""")
+    try:
+        page.goto(f"{site}/reference/routes/route2_local/")
+        page.wait_for_selector(".mermaid svg", timeout=60_000)
+        labels = page.locator(".mermaid svg").first.text_content() or ""
+        assert "community_filter" in labels and "ppr" in labels and "answer + citations" in labels
+        assert outside == [], outside
+        # every stage id in the stage table is on one line
+        broken = page.evaluate("""() => [...document.querySelectorAll('.md-typeset table td:first-child code')]
+            .filter(c => c.getClientRects().length > 1 || c.offsetHeight > 2 * parseFloat(getComputedStyle(c).lineHeight))
+            .map(c => c.textContent)""")
+        codes = page.evaluate("() => document.querySelectorAll('.md-typeset table td:first-child code').length")
+        assert codes >= 10 and broken == [], broken
+        page.set_viewport_size({"width": 420, "height": 900})  # a phone: the table scrolls, ids stay whole
+        assert page.evaluate("""() => [...document.querySelectorAll('.md-typeset table td:first-child code')]
+            .filter(c => c.getClientRects().length > 1).length""") == 0
+        page.set_viewport_size({"width": 1280, "height": 900})
+        page.evaluate("() => window.scrollTo(0, 0)")
+        shot(page, "route-diagram.png")
+    finally:
+        page.close()
