@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+from graphroute.core.api.constants import NEO4J_DEV_PASSWORD as DEV_PASSWORD
 from graphroute.core.api.store import GraphStore
 from graphroute.core.config.settings import Settings
 from graphroute.core.engine import open_store
@@ -20,7 +21,6 @@ from graphroute.core.errors import StoreError
 
 from tests.dev_neo4j import NEO4J_URI
 
-DEV_PASSWORD = "graphroute-dev"
 BACKENDS = ["embedded", "neo4j"]
 
 

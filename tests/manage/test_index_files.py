@@ -64,7 +64,7 @@ def test_unreadable_files_set_the_exit_code(index, tmp_path: Path) -> None:  # t
     code, report, _ = index(good, empty)
     assert code == EXIT_FILES_FAILED == 4  # some files failed, the rest were indexed
     assert report["indexed"] == 1 and [Path(f["path"]).name for f in report["failed"]] == ["empty.txt"]
-    code, out, err = index(good, empty, as_json=False)  # good.md is unchanged now: still partial
+    code, _, err = index(good, empty, as_json=False)  # good.md is unchanged now: still partial
     assert code == EXIT_FILES_FAILED and "failed" in err and "empty.txt" in err
     code, report, _ = index(empty)
     assert code == EXIT_INTERNAL == 1 and report["indexed"] == report["unchanged"] == 0  # nothing could be read

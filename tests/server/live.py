@@ -12,7 +12,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-
 STARTED = re.compile(r"^graphroute serving group \S+ at (http://\S+)/ \(API docs at ")
 
 
