@@ -317,6 +317,20 @@ class MarkdownLoader(Loader):
 # --------------------------------------------------------------------------- HTML
 
 _HTML_SKIP = {"script", "style", "noscript", "template", "head", "svg", "math", "iframe", "object", "canvas"}
+# Page furniture rather than content: navigation, footers, the site banner, search forms.
+# A <header> is furniture only on a page that marks its content (<main>, <article>) and only
+# outside it, where it holds the site's name and menu; inside an article, or on a page with
+# no such mark, it holds the page's own heading.
+_HTML_FURNITURE = {"nav", "footer"}
+_HTML_FURNITURE_ROLES = {"navigation", "banner", "contentinfo", "search"}
+_HTML_CONTENT = {"main", "article"}
+
+
+def _is_furniture(tag: Any, open_tags: list[Any], marked_content: bool) -> bool:
+    if tag.name in _HTML_FURNITURE or str(tag.get("role") or "").lower() in _HTML_FURNITURE_ROLES:
+        return True
+    return (tag.name == "header" and marked_content
+            and not any(getattr(t, "name", None) in _HTML_CONTENT for t in open_tags))
 _HTML_HEADINGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
 _HTML_BLOCKS = {
     "p", "div", "li", "blockquote", "pre", "section", "article", "main", "aside", "header",
@@ -332,7 +346,8 @@ class _HtmlWalker:
     (tag, child-iterator) pairs handles any depth in constant Python stack.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, marked_content: bool = False) -> None:
+        self.marked_content = marked_content  # the page has a <main> or an <article>
         self.blocks: list[Block] = []
         self.kvps: list[str] = []
         self.buf: list[str] = []
@@ -424,7 +439,7 @@ class _HtmlWalker:
                     self.exit(node.name)
                 continue
             if isinstance(child, Tag):
-                if child.name in _HTML_SKIP:
+                if child.name in _HTML_SKIP or _is_furniture(child, [t for t, _ in stack], self.marked_content):
                     continue
                 self.enter(child.name)
                 stack.append((child, iter(child.contents)))
@@ -434,7 +449,7 @@ class _HtmlWalker:
 
 
 class HtmlLoader(Loader):
-    """HTML (.html/.htm): headings, paragraphs and tables; any nesting depth."""
+    """HTML (.html/.htm): headings, paragraphs and tables, any nesting depth; navigation, footers and the site banner are left out."""
 
     name = "html"
     extensions = (".html", ".htm", ".xhtml")
@@ -448,7 +463,7 @@ class HtmlLoader(Loader):
         soup = BeautifulSoup(text, "html.parser")
         title_tag = soup.find("title")
         html_title = normalize_ws(title_tag.get_text()) if title_tag is not None else ""
-        walker = _HtmlWalker()
+        walker = _HtmlWalker(marked_content=soup.find(_HTML_CONTENT) is not None)
         walker.walk(soup)
         blocks = walker.blocks
         if html_title:

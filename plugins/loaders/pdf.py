@@ -46,6 +46,8 @@ class _Line:
     bottom: float
     size: float  # the most common font size of its words
     words: list[dict[str, Any]] = field(default_factory=list)
+    bold: bool = False  # every word is set in a bold face
+
 
     @property
     def text(self) -> str:
@@ -77,7 +79,26 @@ def _lines(words: list[dict[str, Any]]) -> list[_Line]:
     for line in lines:
         sizes = [round(float(w.get("size") or 0), 1) for w in line.words]
         line.size = Counter(sizes).most_common(1)[0][0] if sizes else 0.0
+        line.bold = all(_BOLD.search(str(w.get("fontname") or "")) for w in line.words)
     return lines
+
+
+# Font names of bold faces ("Helvetica-Bold", "ABCDEF+Arial,Bold", "Roboto-SemiBold").
+_BOLD = re.compile(r"bold|black|heavy", re.IGNORECASE)
+_EMPHASIS_MAX_WORDS = 12
+
+
+def _emphasis_heading(line: _Line, body_bold: bool) -> bool:
+    """A short line set apart by emphasis rather than size: all bold in a body that is not, or
+    all capitals. Without this, a body-size heading joins the paragraph below it and the first
+    sentence of the section starts with the heading's words."""
+    text = line.text
+    if len(line.words) > _EMPHASIS_MAX_WORDS or text.endswith((".", ",", ";", ":", "!", "?")):
+        return False
+    letters = [c for c in text if c.isalpha()]
+    if len(letters) < 2:
+        return False
+    return (line.bold and not body_bold) or (text.isupper() and len(line.words) <= 8)
 
 
 def _paragraph(lines: list[_Line], page: int) -> Block:
@@ -98,7 +119,7 @@ def _paragraph(lines: list[_Line], page: int) -> Block:
 
 
 class PdfLoader(Loader):
-    """PDF (.pdf) via pdfplumber, offline: paragraphs with word boxes, headings by font size, ruled tables as rows."""
+    """PDF (.pdf) via pdfplumber, offline: paragraphs with word boxes, headings by font size (or a short bold or all-capitals line), ruled tables as rows."""
 
     name = "pdf"
     extensions = (".pdf",)
@@ -139,7 +160,7 @@ class PdfLoader(Loader):
                 body = page
                 for t in found:
                     body = body.outside_bbox(t.bbox)
-                pages.append(_lines(body.extract_words(extra_attrs=["size"])))
+                pages.append(_lines(body.extract_words(extra_attrs=["size", "fontname"])))
         except LoaderError:
             raise
         except Exception as exc:
@@ -169,6 +190,9 @@ class PdfLoader(Loader):
         sizes = [ln.size for lines in pages for ln in lines if ln.size]
         body_size = sorted(sizes)[len(sizes) // 2] if sizes else 0.0
         heading_sizes = sorted({s for s in sizes if s >= body_size * 1.15}, reverse=True)
+        # the body is bold when most lines of body size are (then bold says nothing)
+        body_lines = [ln for lines in pages for ln in lines if ln.size == body_size]
+        body_bold = sum(ln.bold for ln in body_lines) * 2 > len(body_lines)
         blocks: list[Block] = []
         headers_seen: set[str] = set()
         for pno, lines in enumerate(pages, start=1):
@@ -195,6 +219,10 @@ class PdfLoader(Loader):
                 if item.size and item.size in heading_sizes and len(text) < 120 and not text.endswith("."):
                     _flush(para, blocks, pno)
                     blocks.append(Block(kind="heading", text=text, level=heading_sizes.index(item.size) + 1, page=pno))
+                    continue
+                if item.size and item.size <= body_size * 1.15 and _emphasis_heading(item, body_bold):
+                    _flush(para, blocks, pno)
+                    blocks.append(Block(kind="heading", text=text, level=len(heading_sizes) + 1, page=pno))
                     continue
                 height = max(item.bottom - item.top, 1.0)
                 line_h = line_h or height

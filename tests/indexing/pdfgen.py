@@ -9,9 +9,9 @@ def _esc(text: str) -> str:
     return text.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
 
 
-def text_ops(lines: list[tuple[float, float, float, str]]) -> str:
-    """(x, y, font size, text) -> content-stream operators."""
-    return "\n".join(f"BT /F1 {size:g} Tf {x:g} {y:g} Td ({_esc(t)}) Tj ET" for x, y, size, t in lines)
+def text_ops(lines: list[tuple[float, float, float, str]], font: str = "F1") -> str:
+    """(x, y, font size, text) -> content-stream operators; font F1 is Helvetica, F2 Helvetica-Bold."""
+    return "\n".join(f"BT /{font} {size:g} Tf {x:g} {y:g} Td ({_esc(t)}) Tj ET" for x, y, size, t in lines)
 
 
 def grid_ops(x0: float, y_top: float, col_w: list[float], rows: list[list[str]], row_h: float = 20) -> str:
@@ -35,7 +35,7 @@ def grid_ops(x0: float, y_top: float, col_w: list[float], rows: list[list[str]],
 
 
 def write_pdf(path: Path, pages: list[str]) -> Path:
-    """Write a PDF whose pages have the given content streams (Helvetica as /F1)."""
+    """Write a PDF whose pages have the given content streams (Helvetica as /F1, Helvetica-Bold as /F2)."""
     objs: list[bytes] = []
     n_pages = len(pages)
     kids = " ".join(f"{4 + 2 * i} 0 R" for i in range(n_pages))
@@ -45,10 +45,11 @@ def write_pdf(path: Path, pages: list[str]) -> Path:
     for i, content in enumerate(pages):
         data = content.encode("latin-1")
         objs.append(
-            f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> "
+            f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R /F2 {4 + 2 * n_pages} 0 R >> >> "
             f"/Contents {5 + 2 * i} 0 R >>".encode()
         )
         objs.append(b"<< /Length %d >>\nstream\n" % len(data) + data + b"\nendstream")
+    objs.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica-Bold /Encoding /WinAnsiEncoding >>")
     out = bytearray(b"%PDF-1.4\n")
     offsets = []
     for i, body in enumerate(objs, start=1):

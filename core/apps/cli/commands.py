@@ -152,15 +152,19 @@ def query(
     out.print(f"[bold]Q:[/] {question}", highlight=False)
     out.print(f"[bold]A:[/] {result.answer}", highlight=False)
     for c in result.citations:
-        out.print(f"  [{c.index}] {_where(c.document, c.section_path)}", highlight=False, markup=False)
+        out.print(f"  [{c.index}] {_where(c)}", highlight=False, markup=False)
     out.print(f"[dim]{result.route} · {result.duration_ms:.0f} ms · {len(result.evidence)} evidence[/]")
 
 
-def _where(document: str, section_path: str) -> str:
-    """Citation location for humans; section paths already start with the document title."""
+def _where(citation: Any) -> str:
+    """Citation location for humans: the section path (which starts with the document title)
+    and, for a paged document (PDF), the page."""
+    document, section_path = citation.document, citation.section_path
     if not section_path or section_path == document:
-        return document
-    return section_path if section_path.startswith(document) else f"{document} > {section_path}"
+        where = document
+    else:
+        where = section_path if section_path.startswith(document) else f"{document} > {section_path}"
+    return f"{where}, p. {citation.page}" if citation.page else where
 
 
 # --------------------------------------------------------------------------- index / stats
@@ -300,7 +304,7 @@ def demo(
         out.print(f"[bold]Q:[/] {q}", highlight=False)
         out.print(f"[bold]A:[/] {result.answer}", highlight=False)
         for c in result.citations:
-            out.print(f"  [{c.index}] {_where(c.document, c.section_path)}", highlight=False, markup=False)
+            out.print(f"  [{c.index}] {_where(c)}", highlight=False, markup=False)
         out.print(f"[dim]{result.route} · {result.duration_ms:.0f} ms[/]")
 
 
