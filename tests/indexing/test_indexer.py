@@ -114,7 +114,9 @@ def test_bad_files_are_reported_and_nothing_indexed_is_lost(make_indexer, store:
     report = make_indexer().index_paths([folder, tmp_path / "does-not-exist"], remove_missing=True)
     reasons = {Path(f["path"]).name: f["reason"] for f in report.failed}
     assert reasons["empty.txt"].startswith("empty file")
-    assert "unsupported file type '.png'" in reasons["photo.png"]
+    assert "photo.png" not in reasons  # an unsupported type is skipped, not failed
+    assert [Path(f["path"]).name for f in report.skipped] == ["photo.png"]
+    assert "unsupported file type '.png'" in report.skipped[0]["reason"]
     assert "not text in any encoding" in reasons["garbled.txt"]
     assert "binary file" in reasons["keep.txt"]
     assert reasons["does-not-exist"] == "no such file or directory"
