@@ -80,7 +80,9 @@ def test_help_is_plain_text_with_env_hints_and_metavars() -> None:
 
 
 def test_shell_completion() -> None:
-    script = subprocess.run([GRAPHROUTE, "--show-completion", "bash"], capture_output=True, text=True, timeout=60)
+    # the script for a named shell (--show-completion prints the one of the shell it runs in)
+    script = subprocess.run([GRAPHROUTE], capture_output=True, text=True, timeout=60,
+                            env={**os.environ, "_GRAPHROUTE_COMPLETE": "source_bash"})
     assert script.returncode == 0 and "_GRAPHROUTE_COMPLETE=complete_bash" in script.stdout, script.stderr
     env = {**os.environ, "_GRAPHROUTE_COMPLETE": "complete_bash", "COMP_WORDS": "graphroute gro", "COMP_CWORD": "1"}
     words = subprocess.run([GRAPHROUTE], capture_output=True, text=True, timeout=60, env=env)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from graphroute.core.apps.cli.main import DisableOpt, EnableOpt, JsonOpt, SetOpt
+from graphroute.core.apps.options import DisableOpt, EnableOpt, JsonOpt, SetOpt
 from graphroute.core.config.overrides import Overrides, overrides_from_cli
 from graphroute.core.errors import RouteConfigError
 from graphroute.core.hookspecs import hookimpl

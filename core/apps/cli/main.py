@@ -15,7 +15,19 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 from graphroute.core.api.values import env_flag
-from graphroute.core.config.settings import DEFAULT_STORE, Settings
+
+# The options every command shares are defined once in graphroute.core.apps.options (the
+# bench, serve and perf commands use them too) and re-exported here for command plugins.
+from graphroute.core.apps.options import (
+    DisableOpt,
+    EnableOpt,
+    GroupOpt,
+    JsonOpt,
+    RouteOpt,
+    SetOpt,
+    StoreOpt,
+)
+from graphroute.core.config.settings import Settings
 from graphroute.core.errors import (
     GraphRouteError,
     PluginError,
@@ -24,6 +36,11 @@ from graphroute.core.errors import (
     message_for,
 )
 from rich.console import Console
+
+__all__ = [
+    "DisableOpt", "EnableOpt", "GroupOpt", "JsonOpt", "RouteOpt", "SetOpt", "StoreOpt",
+    "app", "cli_app", "engine", "fail", "main", "settings_for",
+]
 
 app = typer.Typer(
     name="graphroute",
@@ -39,22 +56,6 @@ app = typer.Typer(
 
 out = Console()
 err = Console(stderr=True)
-
-StoreOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--store",
-        metavar="DIR|URI",
-        help=f"store directory, a neo4j:// or bolt:// URI, or `neo4j` for the dev server / $NEO4J_URI [env GRAPHROUTE_STORE, default {DEFAULT_STORE}]",
-    ),
-]
-GroupOpt = Annotated[str | None, typer.Option("--group", "-g", metavar="GROUP", help="group (corpus) name [env GRAPHROUTE_GROUP]")]
-RouteOpt = Annotated[str, typer.Option("--route", "-r", metavar="ROUTE", help="route name or YAML path")]
-SetOpt = Annotated[list[str] | None, typer.Option("--set", metavar="ID.PARAM=VALUE", help="override a stage parameter (repeatable)")]
-DisableOpt = Annotated[list[str] | None, typer.Option("--disable", metavar="ID", help="switch a stage off by id (repeatable)")]
-EnableOpt = Annotated[list[str] | None, typer.Option("--enable", metavar="ID", help="switch a stage on by id (repeatable)")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="print machine-readable JSON instead of the human-readable output")]
-
 
 def fail(message: str, code: int = 1) -> NoReturn:
     err.print(f"[bold red]error:[/] {message}", highlight=False, markup=True, soft_wrap=True)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from graphroute.core.apps.cli.main import JsonOpt
+from graphroute.core.apps.options import JsonOpt
 from graphroute.core.hookspecs import hookimpl
 from rich.console import Console
 from rich.table import Table

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from graphroute.core.apps.cli.main import StoreOpt
+from graphroute.core.apps.options import StoreOpt
 from graphroute.core.apps.serve.server import DEFAULT_MAX_BODY_BYTES, DEFAULT_TIMEOUT_S
 from graphroute.core.hookspecs import hookimpl
 from graphroute.core.lib.net import is_loopback
