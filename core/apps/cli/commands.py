@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from graphroute.core.apps.cli.main import (
+from graphroute.core.apps.cli.main import engine, err, out
+from graphroute.core.apps.options import (
     DisableOpt,
     EnableOpt,
     GroupOpt,
@@ -21,9 +22,6 @@ from graphroute.core.apps.cli.main import (
     RouteOpt,
     SetOpt,
     StoreOpt,
-    engine,
-    err,
-    out,
 )
 from graphroute.core.config.overrides import overrides_from_cli
 from graphroute.core.config.resolve import load_route

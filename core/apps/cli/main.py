@@ -1,4 +1,4 @@
-"""The ``graphroute`` command line: the app, options shared by commands, and the entry point.
+"""The ``graphroute`` command line: the app and the entry point (shared options: ``graphroute.core.apps.options``).
 
 Commands are plugins (:data:`DEFAULT_COMMANDS`, then the ``graphroute.commands`` entry
 points), each a thin layer over :class:`~graphroute.core.engine.GraphRoute`. Errors leave
@@ -15,18 +15,6 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 from graphroute.core.api.values import env_flag
-
-# The options every command shares are defined once in graphroute.core.apps.options (the
-# bench, serve and perf commands use them too) and re-exported here for command plugins.
-from graphroute.core.apps.options import (
-    DisableOpt,
-    EnableOpt,
-    GroupOpt,
-    JsonOpt,
-    RouteOpt,
-    SetOpt,
-    StoreOpt,
-)
 from graphroute.core.config.settings import Settings
 from graphroute.core.errors import (
     GraphRouteError,
@@ -36,11 +24,6 @@ from graphroute.core.errors import (
     message_for,
 )
 from rich.console import Console
-
-__all__ = [
-    "DisableOpt", "EnableOpt", "GroupOpt", "JsonOpt", "RouteOpt", "SetOpt", "StoreOpt",
-    "app", "cli_app", "engine", "fail", "main", "settings_for",
-]
 
 app = typer.Typer(
     name="graphroute",

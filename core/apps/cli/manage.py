@@ -12,7 +12,8 @@ import sys
 from typing import Annotated, Any
 
 import typer
-from graphroute.core.apps.cli.main import JsonOpt, StoreOpt, engine, err, out
+from graphroute.core.apps.cli.main import engine, err, out
+from graphroute.core.apps.options import JsonOpt, StoreOpt
 from graphroute.core.errors import UserError
 from graphroute.core.hookspecs import hookimpl
 from rich.table import Table
