@@ -654,6 +654,17 @@ def top_seeds(records: Sequence[Seed], arrays: Sequence[SeedArray], k: int) -> l
     return sorted(cands, key=lambda s: (-s.weight, s.node_id or ""))[:k]
 
 
+def chunk_counts(store: GraphStore, group: str, entity_ids: Sequence[str]) -> dict[str, int]:
+    """entity id -> chunks that mention it (the entity's ``chunk_count``), for the entities
+    that have a positive count."""
+    counts: dict[str, int] = {}
+    for node in store.get_nodes(group, list(dict.fromkeys(entity_ids))):
+        n = node.props.get("chunk_count")
+        if isinstance(n, int | float) and not isinstance(n, bool) and n > 0:
+            counts[node.id] = int(n)
+    return counts
+
+
 def with_specificity(
     store: GraphStore, group: str, seeds: Sequence[Seed], arrays: Sequence[SeedArray] = ()
 ) -> tuple[list[Seed], list[SeedArray]]:
@@ -664,11 +675,7 @@ def with_specificity(
     ids += [n for a in arrays if a.tier == "entity" for n in a.node_ids]
     if not ids:
         return list(seeds), list(arrays)
-    counts: dict[str, int] = {}
-    for node in store.get_nodes(group, list(dict.fromkeys(ids))):
-        n = node.props.get("chunk_count")
-        if isinstance(n, int | float) and not isinstance(n, bool) and n > 0:
-            counts[node.id] = int(n)
+    counts = chunk_counts(store, group, ids)
     out = [
         replace(s, weight=s.weight / counts.get(s.node_id, 1))
         if s.tier == "entity" and s.node_id else s
