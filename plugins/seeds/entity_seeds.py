@@ -646,9 +646,9 @@ class SeedResolution(Stage):
             return lex.norm_ids[best]
         if len(norm) < n or not outer:
             return None
-        outer = lex.outer_names(norm)
-        if outer:
-            best = max(outer, key=lambda c: (lex.mentions.get(lex.norm_ids[c], 0), -len(c), c))
+        containing = lex.outer_names(norm)
+        if containing:
+            best = max(containing, key=lambda c: (lex.mentions.get(lex.norm_ids[c], 0), -len(c), c))
             return lex.norm_ids[best]
         return None
 
