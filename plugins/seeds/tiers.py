@@ -310,15 +310,6 @@ class ThematicSeeds(Stage):
 # --------------------------------------------------------------------------- passage tier
 
 
-def sentence_chunks(store: GraphStore, group: str) -> Mapping[str, str]:
-    """sentence id -> the id of its chunk, built once per store version."""
-
-    def build() -> dict[str, str]:
-        return {n.id: str(n.props["chunk_id"]) for n in store.iter_nodes(group, Label.SENTENCE) if n.props.get("chunk_id")}
-
-    return per_version(store, group, "sentence_chunks", build)
-
-
 class PassageSeeds(Stage):
     """Passage tier (HippoRAG 2): the best dense chunk hits seed PPR on their own TextChunk nodes."""
 
@@ -335,11 +326,6 @@ class PassageSeeds(Stage):
             description="Seed weights: the raw cosines, or min-max scaled over the hits (HippoRAG 2), which "
             "separates the best hits from the rest instead of giving all ten nearly the same mass.",
         )
-        space: Literal["chunk", "sentence"] = Field(
-            "chunk",
-            description="chunk: the chunks' own vectors. sentence: sentence hits, each chunk scored by its best "
-            "sentence, so a passage with one sentence on the question ranks by that sentence.",
-        )
 
     params: Params
 
@@ -349,16 +335,7 @@ class PassageSeeds(Stage):
         # NER misses the question's entities; weights stay the raw cosines here and are
         # normalised as a tier by unified_seeds (passage weight ``w_passage``).
         p = self.params
-        store = ctx.services.store
-        hits = store.vector_search(state.group, p.space, ctx.query_vector(state.question), p.top_k)
-        if p.space == "sentence":
-            chunk_of = sentence_chunks(store, state.group)
-            best: dict[str, float] = {}
-            for sid, sc in hits:
-                c = chunk_of.get(sid)
-                if c is not None and sc > best.get(c, -np.inf):
-                    best[c] = sc
-            hits = sorted(best.items(), key=lambda kv: (-kv[1], kv[0]))
+        hits = ctx.services.store.vector_search(state.group, "chunk", ctx.query_vector(state.question), p.top_k)
         scores = np.fromiter((s for _, s in hits), dtype=np.float64, count=len(hits))
         keep = (scores >= p.min_score) & (scores > 0)
         weights = scores
@@ -372,7 +349,7 @@ class PassageSeeds(Stage):
                 weights = np.ones_like(scores)
         rows = np.flatnonzero(keep)
         # one SeedArray, not ~1,000 Seed records (see SeedArray)
-        seeds = SeedArray(tuple(hits[i][0] for i in rows), weights[rows], PASSAGE_TIER, f"{p.space}_vector")
+        seeds = SeedArray(tuple(hits[i][0] for i in rows), weights[rows], PASSAGE_TIER, "chunk_vector")
         state.seed_arrays.append(seeds)
         top = [{"chunk": c, "score": round(w, 4)} for c, w in zip(seeds.node_ids[:5], seeds.weights[:5].tolist(), strict=True)]
         ctx.stats.update({"hits": len(hits), "seeds": len(seeds), "top": top})
