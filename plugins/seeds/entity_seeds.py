@@ -157,10 +157,12 @@ def offline_names(question: str, noun_phrases: NounPhrases = "always", limit: in
     ``noun_phrases``: "fallback" adds noun phrases only when no entity or capitalised span
     was found - a question's common nouns ("author", "country") name the relation asked
     about, not a node to start from, and resolve to whatever entity happens to contain them."""
-    return offline_name_kinds(question, noun_phrases)[0]
+    return offline_name_kinds(question, noun_phrases, limit)[0]
 
 
-def offline_name_kinds(question: str, noun_phrases: NounPhrases = "always") -> tuple[list[str], set[str]]:
+def offline_name_kinds(
+    question: str, noun_phrases: NounPhrases = "always", limit: int = MAX_CANDIDATES
+) -> tuple[list[str], set[str]]:
     """:func:`offline_names` and the subset of them that came from noun phrases (not from
     a named entity or a capitalised span)."""
     doc = question_doc(question, noun_phrases)
