@@ -139,3 +139,9 @@ def test_bench_prints_answerable_and_unanswerable_side_by_side(cli: CliRunner, e
     # answerable 1, R@5 1.0, containment 1.0, false_negative 0, unanswerable 1, negative_pass 1.0
     assert [c.strip() for c in row.split("│")[2:8]] == ["1", "1.000", "1.000", "0.000", "1", "1.000"]
     assert "## Answerable and unanswerable questions" in (tmp_path / "rep" / "report.md").read_text()
+    # --answerable-only: the unanswerable question is left out of the run
+    only = cli.invoke(cli_app(), ["bench", *args, "-r", "bm25", "--answerable-only", "--json"])
+    assert only.exit_code == 0, only.output
+    data = json.loads(only.stdout)
+    assert [r["id"] for r in data["per_question"]] == ["hg"]
+    assert data["routes"]["bm25"]["unanswerable"] == 0 and data["routes"]["bm25"]["negative_pass"] is None

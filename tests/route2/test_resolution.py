@@ -104,3 +104,20 @@ def test_ner_seeds_mark_the_names_that_came_from_noun_phrases(store: GraphStore)
     st = QueryState("Who approves travel requests?", GROUP)
     NerSeeds().run(st, context(store))
     assert st.seed_names == ["travel requests"] and st.extras[NOUN_PHRASES_KEY] == {"travel requests"}
+
+
+def test_weight_by_match_lets_a_loose_match_teleport_less_than_an_exact_one(lex: GraphStore) -> None:
+    def weights(**params: object) -> dict[str, float]:
+        st = QueryState("q", GROUP)
+        st.seed_names = ["travel request", "Aschenbrodel", "SEV4 incident"]
+        st.extras[NOUN_PHRASES_KEY] = set()
+        SeedResolution(SeedResolution.Params(strategies=["exact", "variant", "fuzzy"], **params)).run(st, context(lex))  # type: ignore[arg-type]
+        return {f"{s.name}/{s.strategy}": s.weight for s in st.seeds}
+
+    flat = weights()
+    assert set(flat) == {"travel request/exact", "Aschenbrodel/variant", "SEV4 incident/fuzzy"}
+    assert set(flat.values()) == {1.0}  # off: every match weighs the same
+    scaled = weights(weight_by_match=True)
+    # exact and variant (a spelling of the same name) keep full weight; a fuzzy match weighs its ratio
+    assert scaled["travel request/exact"] == scaled["Aschenbrodel/variant"] == 1.0
+    assert 0.5 < scaled["SEV4 incident/fuzzy"] < 1.0
