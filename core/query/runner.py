@@ -22,6 +22,7 @@ from graphroute.core.config.resolve import ResolvedParallel, ResolvedRoute, Reso
 from graphroute.core.config.settings import DEFAULT_MAX_QUESTION_CHARS, MAX_QUESTION_ENV
 from graphroute.core.errors import QuestionError
 from graphroute.core.lib.deadline import check_deadline, deadline_in
+from graphroute.core.lib.fusion import rrf_merge
 from graphroute.core.query.services import Services
 
 
@@ -82,24 +83,6 @@ def _merge_evidence_union(lists: list[list[Evidence]]) -> list[Evidence]:
     return [best[i] for i in order]
 
 
-def _merge_evidence_rrf(lists: list[list[Evidence]], k: int) -> list[Evidence]:
-    """Reciprocal-rank fusion: score = sum 1 / (k + rank); robust to score scales that
-    differ between branches (PPR mass vs cosine)."""
-    fused: dict[str, float] = {}
-    first: dict[str, Evidence] = {}
-    for items in lists:
-        for rank, e in enumerate(items, start=1):
-            fused[e.id] = fused.get(e.id, 0.0) + 1.0 / (k + rank)
-            first.setdefault(e.id, e)
-    out = []
-    for eid, score in sorted(fused.items(), key=lambda kv: (-kv[1], kv[0])):
-        ev = first[eid].model_copy()
-        ev.metadata = {**ev.metadata, "branch_score": first[eid].score}
-        ev.score = score
-        out.append(ev)
-    return out
-
-
 def merge_states(base: QueryState, branches: list[QueryState], mode: str, rrf_k: int = 60) -> None:
     """Fold branch results into ``base``: names and seeds are unioned, entities keep their
     best score, evidence is unioned (or fused by RRF); a single-valued slot (tier weights,
@@ -133,7 +116,7 @@ def merge_states(base: QueryState, branches: list[QueryState], mode: str, rrf_k:
     base.entities = sorted(ents.values(), key=lambda e: -e.score)
     lists = [b.evidence for b in branches]
     if mode == "rrf":
-        base.evidence = _merge_evidence_rrf(lists, rrf_k)
+        base.evidence = rrf_merge(lists, rrf_k)
     else:
         base.evidence = _merge_evidence_union([base.evidence, *lists])
     for b in branches:

@@ -116,6 +116,25 @@ def lexical_index(store: GraphStore, group: str, *, include_title: bool, k1: flo
     return built
 
 
+def ranked_scores(index: _LexicalIndex, question: str, top_k: int) -> list[tuple[int, float]]:
+    """(chunk position in ``index.chunks``, BM25 score) of the question's best ``top_k`` chunks
+    with a positive score, best first; ties broken by chunk order, so runs are reproducible."""
+    query_tokens = _tokenize([question], index.stemmer)[0]
+    if index.retriever is None or not query_tokens:
+        return []
+    scores = np.asarray(index.retriever.get_scores(query_tokens), dtype=np.float64)
+    order = np.lexsort((np.arange(len(scores)), -scores))[:top_k]
+    # a chunk without any query term is not a hit
+    return [(int(i), float(scores[i])) for i in order if scores[i] > 0.0]
+
+
+def lexical_hits(store: GraphStore, group: str, question: str, top_k: int) -> list[tuple[str, float]]:
+    """(chunk id, BM25 score) of the question's best ``top_k`` chunks, with the bm25 stage's
+    default index (titles included, bm25s' k1 and b)."""
+    index = lexical_index(store, group, include_title=True, k1=1.5, b=0.75)
+    return [(index.chunks[i].id, score) for i, score in ranked_scores(index, question, top_k)]
+
+
 class BM25Search(Stage):
     """Lexical BM25 passage search over the group's chunks (bm25s baseline)."""
 
@@ -138,20 +157,10 @@ class BM25Search(Stage):
         p = self.params
         index = lexical_index(ctx.services.store, ctx.group, include_title=p.include_title, k1=p.k1, b=p.b)
         ctx.stats["indexed_chunks"] = len(index.chunks)
-        query_tokens = _tokenize([state.question], index.stemmer)[0]
-        ctx.stats["query_terms"] = len(query_tokens)
-        if index.retriever is None or not query_tokens:
-            ctx.stats["hits"] = 0
-            return
-        scores = np.asarray(index.retriever.get_scores(query_tokens), dtype=np.float64)
-        # best score first, ties broken by chunk order, so runs are reproducible
-        order = np.lexsort((np.arange(len(scores)), -scores))
+        ctx.stats["query_terms"] = len(_tokenize([state.question], index.stemmer)[0])
         hits: list[Evidence] = []
-        for i in order[: p.top_k]:
-            score = float(scores[i])
-            if score <= 0.0:
-                break  # no query term in this chunk: not evidence
-            c = index.chunks[int(i)]
+        for i, score in ranked_scores(index, state.question, p.top_k):
+            c = index.chunks[i]
             hits.append(
                 Evidence(
                     id=c.id,

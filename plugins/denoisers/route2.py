@@ -17,10 +17,12 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
+from typing import Literal
 
 from graphroute.core.api.models import Evidence, ScoredNode, content_hash
 from graphroute.core.api.stage import QueryState, Slot, Stage, StageContext, StageKind, StageParams
 from graphroute.core.hookspecs import hookimpl
+from graphroute.core.lib.fusion import rrf_merge
 from pydantic import Field
 
 ENTITIES_KEY = "entities"  # Evidence.metadata key: every entity that brought this text
@@ -350,7 +352,7 @@ class SemanticDedup(Stage):
 
 
 class VectorFallback(Stage):
-    """Safety net: append the top-k chunk vector hits missing from the evidence pool."""
+    """Chunk vector hits beside the graph's evidence: appended below it, or fused with it by rank (RRF)."""
 
     name = "vector_fallback"
     kind = StageKind.DENOISER
@@ -360,32 +362,49 @@ class VectorFallback(Stage):
     class Params(StageParams):
         k: int = Field(3, ge=1, le=1000, description="Chunk vector hits considered.")
         space: str = Field("chunk", description="Vector space searched.")
+        merge: Literal["append", "rrf"] = Field(
+            "append",
+            description="append: hits missing from the pool go below it, in cosine order (a safety net). "
+            "rrf: the pool's order and the hits' order are fused by reciprocal rank, so a passage both "
+            "lists rank high comes first; PPR-derived scores and cosines are never compared.",
+        )
+        rrf_k: int = Field(60, ge=1, le=10_000, description="merge rrf: the k of 1 / (k + rank).")
 
     params: Params
 
     def run(self, state: QueryState, ctx: StageContext) -> None:
         from graphroute.plugins.expanders.graph import chunk_evidence
 
+        p = self.params
         store = ctx.services.store
-        hits = store.vector_search(state.group, self.params.space, ctx.query_vector(state.question), self.params.k)
+        hits = store.vector_search(state.group, p.space, ctx.query_vector(state.question), p.k)
         have = {e.id for e in state.evidence}
-        hashes = {content_hash(" ".join(e.text.split())) for e in state.evidence}
+        hashes = {text_digest(e.text) for e in state.evidence}
         new_ids = [(i, s) for i, s in hits if i not in have]
         nodes = {n.id: n for n in store.get_nodes(state.group, [i for i, _ in new_ids])}
-        # appended below the pool: the graph path stays first, fallbacks keep cosine order
+        # append: below the pool, the graph path stays first, fallbacks keep cosine order
         floor = min((e.score for e in state.evidence), default=1.0)
+        by_id = {e.id: e for e in state.evidence}
+        ranked: list[Evidence] = []  # the hits as evidence, in cosine order (rrf's second list)
         added = 0
-        for i, sim in new_ids:
+        for i, sim in hits:
+            if i in by_id:
+                ranked.append(by_id[i])
+                continue
             nd = nodes.get(i)
             if nd is None:
                 continue
             ev = chunk_evidence(nd, floor * 0.5 * max(sim, 0.0), source="vector_fallback")
-            if content_hash(" ".join(ev.text.split())) in hashes:
+            if text_digest(ev.text) in hashes:
                 continue
             ev.metadata["cosine"] = round(sim, 4)
-            state.evidence.append(ev)
+            ranked.append(ev)
             added += 1
-        ctx.stats.update({"candidates": len(hits), "added": added, "duplicates": len(hits) - added})
+        if p.merge == "rrf":
+            state.evidence = rrf_merge([state.evidence, ranked], p.rrf_k)
+        else:
+            state.evidence.extend(e for e in ranked if e.id not in by_id)
+        ctx.stats.update({"candidates": len(hits), "added": added, "duplicates": len(hits) - added, "merge": p.merge})
 
 
 @hookimpl

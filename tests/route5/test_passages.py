@@ -147,3 +147,29 @@ def test_passage_seeds_take_the_best_chunk_hits_with_their_cosines(store: GraphS
     st2 = QueryState("q", GROUP)
     PassageSeeds(PassageSeeds.Params(top_k=3, min_score=0.5)).run(st2, c)
     assert [s.node_id for s in st2.all_seeds()] == ["c1", "c2"]  # c3 (cosine 0) does not seed
+
+
+def test_bm25_passage_seeds_take_the_chunks_sharing_the_questions_rare_words(store: GraphStore) -> None:
+    store.write(GROUP, nodes=[
+        _chunk("c1", "A Stillwater outage page is acknowledged within five minutes."),
+        _chunk("c2", "Every page is acknowledged by the on-call engineer."),
+        _chunk("c3", "Expenses are approved by a line manager."),
+    ], edges=[])
+    raw = QueryState("How fast is a Stillwater page acknowledged?", GROUP)
+    PassageSeeds(PassageSeeds.Params(top_k=10, source="bm25")).run(raw, _ctx(store))
+    seeds = raw.all_seeds()
+    # c3 shares no word with the question: not a hit; the rare "Stillwater" puts c1 first
+    assert [(s.node_id, s.tier, s.strategy) for s in seeds] == [("c1", PASSAGE_TIER, "bm25"), ("c2", PASSAGE_TIER, "bm25")]
+    assert seeds[0].weight > seeds[1].weight > 0
+    scaled = QueryState(raw.question, GROUP)
+    PassageSeeds(PassageSeeds.Params(top_k=10, source="bm25", normalize="minmax")).run(scaled, _ctx(store))
+    assert [(s.node_id, s.weight) for s in scaled.all_seeds()] == [("c1", 1.0)]  # the lowest hit scales to 0
+    # a dense and a BM25 passage seed on one chunk add up in the passage tier (CombSUM)
+    st = QueryState("q", GROUP)
+    st.tier_weights = {"w1": 1.0, "w2": 0.0, "w3": 0.0}
+    st.seeds = [ent_seed("a", 1, "entity")]
+    st.seed_arrays = [SeedArray(("c1", "c2"), np.array([1.0, 1.0]), PASSAGE_TIER, "chunk_vector"),
+                      SeedArray(("c1",), np.array([1.0]), PASSAGE_TIER, "bm25")]
+    UnifiedSeeds(UnifiedSeeds.Params(w_passage=1.0)).run(st, _ctx())
+    got = {s.node_id: s.weight for s in st.all_seeds()}
+    assert got == pytest.approx({"ent:a": 0.5, "c1": 1 / 3, "c2": 1 / 6})

@@ -568,17 +568,28 @@ def compare(a: VariantRun, b: VariantRun, rule: VerdictRule | None = None) -> di
 # --------------------------------------------------------------------------- ablation
 
 
-def ablation_plan(runner: BenchRunner, route: str, base: Overrides | None) -> tuple[list[str], list[str]]:
+def ablation_plan(
+    runner: BenchRunner, route: str, base: Overrides | None, stages: Sequence[str] = ()
+) -> tuple[list[str], list[str]]:
     """(toggleable stage ids in route order, ids that cannot be switched off).
 
-    A toggleable stage (a denoiser) is required when switching it off, together with the
-    ones already off, makes the route invalid - e.g. ``token_budget`` produces the context a
-    synthesizer consumes. Required stages stay on in every step."""
+    The toggleable stages are the route's denoisers, or the ``stages`` named (any kind: a
+    seed tier, a parallel branch's retriever), in route order. One is required when
+    switching it off, together with the ones already off, makes the route invalid - e.g.
+    ``token_budget`` produces the context a synthesizer consumes. Required stages stay on in
+    every step."""
     from graphroute.core.config.resolve import load_route
 
     registry = runner.engine.registry
     resolved = load_route(route, registry, overrides=base)
-    toggles = resolved.toggleable()
+    if stages:
+        ids = [s.spec.key for s in resolved.stages()]
+        unknown = [sid for sid in stages if sid not in ids]
+        if unknown:
+            raise RouteConfigError(f"route {route} has no stage {', '.join(unknown)}", fix=f"its stage ids: {', '.join(ids)}")
+        toggles = [sid for sid in ids if sid in stages]
+    else:
+        toggles = resolved.toggleable()
     off: list[str] = []
     required: list[str] = []
     for sid in toggles:
@@ -603,13 +614,15 @@ def ablate(
     *,
     base: Overrides | None = None,
     rule: VerdictRule | None = None,
+    stages: Sequence[str] = (),
     progress: bool = True,
 ) -> dict[str, Any]:
-    """The reference's sequential experiment: every toggleable stage off, then each one
-    enabled in route order, measured, KEEP, REVERT or SAME against the current kept state;
-    only a KEEP stays on for the steps after it (a SAME stage buys nothing measurable)."""
+    """The reference's sequential experiment: every toggleable stage (the denoisers, or the
+    ``stages`` named) off, then each one enabled in route order, measured, KEEP, REVERT or
+    SAME against the current kept state; only a KEEP stays on for the steps after it (a SAME
+    stage buys nothing measurable)."""
     rule = rule or VerdictRule()
-    toggles, required = ablation_plan(runner, route, base)
+    toggles, required = ablation_plan(runner, route, base, stages)
     candidates = [s for s in toggles if s not in required]
     state: dict[str, bool] = dict.fromkeys(candidates, False)
     current = runner.run_variant(Variant("baseline (all off)", route, _with_toggles(base, state)), progress=progress)

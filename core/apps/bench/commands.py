@@ -28,6 +28,8 @@ CorpusOpt = Annotated[Path, typer.Option("--corpus", "-c", metavar="FILE", help=
 StoreOpt = Annotated[str | None, typer.Option("--store", metavar="DIR|URI", help="bench store directory or neo4j:// URI [default ./.graphroute/bench]")]
 OutOpt = Annotated[Path | None, typer.Option("--out", metavar="DIR", help="write JSON, a Markdown report and plots to this folder")]
 LimitOpt = Annotated[int | None, typer.Option("--limit", min=1, metavar="N", help="only the first N questions")]
+AnswerableOpt = Annotated[bool, typer.Option(
+    "--answerable-only", help="leave out the questions marked unanswerable (measure retrieval without 'not found')")]
 ProfileOpt = Annotated[str | None, typer.Option("--profile", metavar="PROFILE", help="index profile name or YAML path [default: default]")]
 TolOpt = Annotated[float, typer.Option("--tolerance", min=0.0, metavar="FRACTION", help="verdict: allowed drop of recall@5 and containment")]
 F1TolOpt = Annotated[float, typer.Option("--f1-tolerance", min=0.0, metavar="FRACTION", help="verdict: allowed drop of f1")]
@@ -35,14 +37,19 @@ TokenCutOpt = Annotated[float, typer.Option("--min-token-cut", min=0.0, max=1.0,
 SpeedGainOpt = Annotated[float, typer.Option("--min-speed-gain", min=0.0, max=1.0, metavar="FRACTION", help="verdict: relative p50 latency cut that counts as a gain")]
 
 
-def _load(questions: Path, corpus: Path, limit: int | None) -> Any:
+def _load(questions: Path, corpus: Path, limit: int | None, answerable_only: bool = False) -> Any:
+    from dataclasses import replace
+
     from graphroute.core.apps.bench.datasets import load_dataset
     from graphroute.core.errors import DatasetError, UserError
 
     try:
-        return load_dataset(questions, corpus, limit=limit)
+        dataset = load_dataset(questions, corpus, limit=limit)
     except DatasetError as exc:
         raise UserError(str(exc)) from None
+    if answerable_only:
+        dataset = replace(dataset, questions=[q for q in dataset.questions if q.answerable])
+    return dataset
 
 
 def _runner(dataset: Any, store: str | None, profile: str | None) -> Any:
@@ -95,6 +102,7 @@ def bench(
     as_json: JsonOpt = False,
     out_dir: OutOpt = None,
     limit: LimitOpt = None,
+    answerable_only: AnswerableOpt = False,
     profile: ProfileOpt = None,
     set_: SetOpt = None,
     disable: DisableOpt = None,
@@ -106,7 +114,7 @@ def bench(
 
     ov = overrides_from_cli(set_ or [], disable or [], enable or [])
     variants = _variants_for(route, ov)
-    dataset = _load(questions, corpus, limit)
+    dataset = _load(questions, corpus, limit, answerable_only)
     runner = _runner(dataset, store, profile)
     try:
         for v in variants:  # fail on a bad route before spending time on the others
@@ -148,6 +156,7 @@ def ab(
     as_json: JsonOpt = False,
     out_dir: OutOpt = None,
     limit: LimitOpt = None,
+    answerable_only: AnswerableOpt = False,
     profile: ProfileOpt = None,
     set_: SetOpt = None,
     disable: DisableOpt = None,
@@ -185,7 +194,7 @@ def ab(
     va, vb = Variant(label_a, route_a, a_ov), Variant(label_b, route_b, b_ov)
     rule = VerdictRule(tolerance=tolerance, f1_tolerance=f1_tolerance, min_token_cut=min_token_cut,
                        min_speed_gain=min_speed_gain)
-    dataset = _load(questions, corpus, limit)
+    dataset = _load(questions, corpus, limit, answerable_only)
     runner = _runner(dataset, store, profile)
     try:
         runner.resolve(va)
@@ -221,6 +230,7 @@ def ablate(
     as_json: JsonOpt = False,
     out_dir: OutOpt = None,
     limit: LimitOpt = None,
+    answerable_only: AnswerableOpt = False,
     profile: ProfileOpt = None,
     set_: SetOpt = None,
     disable: DisableOpt = None,
@@ -229,6 +239,8 @@ def ablate(
     f1_tolerance: F1TolOpt = 0.01,
     min_token_cut: TokenCutOpt = 0.05,
     min_speed_gain: SpeedGainOpt = 0.10,
+    stage: Annotated[list[str] | None, typer.Option(
+        "--stage", help="ablate this stage id (repeatable; any kind) instead of the route's denoisers")] = None,
 ) -> None:
     """Sequential ablation: all toggleable stages off, then each enabled in order, KEEP, REVERT or SAME."""
     from graphroute.core.apps.bench.bench import VerdictRule
@@ -238,10 +250,10 @@ def ablate(
     base = overrides_from_cli(set_ or [], disable or [], enable or [])
     rule = VerdictRule(tolerance=tolerance, f1_tolerance=f1_tolerance, min_token_cut=min_token_cut,
                        min_speed_gain=min_speed_gain)
-    dataset = _load(questions, corpus, limit)
+    dataset = _load(questions, corpus, limit, answerable_only)
     runner = _runner(dataset, store, profile)
     try:
-        result = run_ablation(runner, route, base=None if base.is_empty() else base, rule=rule)
+        result = run_ablation(runner, route, base=None if base.is_empty() else base, rule=rule, stages=stage or ())
     finally:
         runner.close()
     if out_dir is not None:
