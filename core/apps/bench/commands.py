@@ -240,7 +240,7 @@ def ablate(
     min_token_cut: TokenCutOpt = 0.05,
     min_speed_gain: SpeedGainOpt = 0.10,
     stage: Annotated[list[str] | None, typer.Option(
-        "--stage", help="ablate this stage id (repeatable; any kind) instead of the route's denoisers")] = None,
+        "--stage", metavar="ID", help="ablate this stage id (repeatable; any kind) instead of the route's denoisers")] = None,
 ) -> None:
     """Sequential ablation: all toggleable stages off, then each enabled in order, KEEP, REVERT or SAME."""
     from graphroute.core.apps.bench.bench import VerdictRule
