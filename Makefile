@@ -8,7 +8,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install demo test lint typecheck unit docs neo4j-up neo4j-down clean bench perf test-load chromium
+.PHONY: install demo test lint typecheck unit docs neo4j-up neo4j-down clean bench perf test-load chromium test-torch
 
 $(VENV)/.installed-$(EXTRAS): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -20,7 +20,10 @@ $(VENV)/.installed-$(EXTRAS): pyproject.toml
 
 install: $(VENV)/.installed-$(EXTRAS)
 
-demo: install
+# The demo needs only the offline models (graphroute[local]: spaCy, onnxruntime, no torch).
+DEMO_EXTRAS ?= local
+demo:
+	$(MAKE) install EXTRAS=$(DEMO_EXTRAS)
 	$(VENV)/bin/graphroute demo
 
 # ruff, then the layer contracts of pyproject.toml's [tool.importlinter] (lint-imports).
@@ -40,7 +43,7 @@ typecheck: install
 # The Neo4j conformance cases run against the project's own server, so `unit` starts it
 # (a no-op when it already runs). Stop it with `make neo4j-down`.
 unit: install neo4j-up chromium
-	$(VENV)/bin/pytest -q -m "not load"
+	$(VENV)/bin/pytest -q -m "not load and not torch"
 
 # Debian's Chromium for the playground's browser tests (tests/playground, via Playwright):
 # installed when missing and we are root, as in CI; elsewhere those tests skip and say how.
@@ -58,6 +61,14 @@ test-load: install neo4j-up
 
 # Neo4j Community 2026.08 for development and CI (tests/neo4j_server: Maven-built embedded
 # launcher, Bolt on 127.0.0.1:NEO4J_PORT or 7687, user neo4j, password NEO4J_PASSWORD or graphroute-dev).
+# The torch extra's embedder (sentence_transformers, tests marked `torch`) in a venv of its
+# own, so `make test` proves the default install needs no torch. torch from PyPI brings the
+# CUDA libraries on Linux: this venv is ~6 GB.
+TORCH_VENV ?= .venv-torch
+test-torch:
+	$(MAKE) install VENV=$(TORCH_VENV) EXTRAS=local,torch,dev
+	$(TORCH_VENV)/bin/pytest -q -m torch tests/indexing
+
 neo4j-up: install
 	PY=$(abspath $(PY)) tests/neo4j_server/neo4j.sh up
 
@@ -81,4 +92,4 @@ perf: install
 	$(VENV)/bin/graphroute perf $(PERF_ARGS)
 
 clean:
-	rm -rf $(VENV) .typecheck build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(TORCH_VENV) .typecheck build *.egg-info .pytest_cache .mypy_cache .ruff_cache
