@@ -123,7 +123,7 @@ class OnnxModel:
         out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
         return out
 
-    def encode(self, texts: Sequence[str], batch_size: int = 64, max_batch_tokens: int = 4096) -> np.ndarray:
+    def encode(self, texts: Sequence[str], batch_size: int = 64, max_batch_tokens: int = 1024) -> np.ndarray:
         """Unit vectors of ``texts`` (float32, input order), in length-sorted batches."""
         out = np.empty((len(texts), self.dimension), dtype=np.float32)
         if not texts:
@@ -189,8 +189,10 @@ class LocalEmbedder(Embedder):
         tokenizer_path: str | None = Field(None, description="the model's tokenizer.json; default: the packaged all-MiniLM-L6-v2 tokenizer")
         max_length: int = Field(MAX_LENGTH, ge=8, le=8192, description="tokens per text (special tokens included); longer texts are truncated")
         batch_size: int = Field(64, ge=1, le=4096, description="texts per forward pass (at most)")
+        # 1024 used 17-18% less CPU than 4096 on MuSiQue passages and on technical docs
+        # (smaller activations stay in cache; docs/models.md)
         max_batch_tokens: int = Field(
-            4096, ge=0, le=1_000_000,
+            1024, ge=0, le=1_000_000,
             description="padded tokens per forward pass: long texts go in smaller batches (0: batch_size only)",
         )
         threads: int = Field(0, ge=0, le=256, description="onnxruntime threads per forward pass (0: one per physical core)")
