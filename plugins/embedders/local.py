@@ -8,9 +8,7 @@ normalisation. The weights are stored as int8 and computed in float32; vectors a
 the torch runtime's (``sentence_transformers`` embedder, the ``torch`` extra) to a cosine of
 0.998 or better (docs/models.md), but a group's vectors always come from one of them.
 
-The model is loaded once per process (module-level cache). ``calls`` / ``texts_embedded``
-count real model work, so tests can prove that the on-disk embedding cache makes
-re-indexing unchanged text free.
+The model is loaded once per process (module-level cache).
 """
 
 from __future__ import annotations
@@ -179,7 +177,39 @@ def _load(path: str, tokenizer_path: str, max_length: int, threads: int) -> Onnx
     return OnnxModel(session, tokenizer, inputs, pad_id if pad_id is not None else 0, max_length)
 
 
-class LocalEmbedder(Embedder):
+class PackagedModelEmbedder(Embedder):
+    """An in-process model whose default weights ship in a package (384-d all-MiniLM-L6-v2).
+
+    ``calls`` / ``texts_embedded`` count the model's real work, so tests can prove that the
+    on-disk embedding cache makes re-indexing unchanged text free.
+    """
+
+    def __init__(self, params: ComponentParams | None = None) -> None:
+        super().__init__(params)
+        self.calls = 0  # model invocations (embed() calls that reached the model)
+        self.texts_embedded = 0
+
+    def _model_dimension(self) -> int:
+        raise NotImplementedError
+
+    def _encode(self, texts: Sequence[str]) -> np.ndarray:
+        raise NotImplementedError
+
+    @property
+    def dimension(self) -> int:
+        if getattr(self.params, "model_path", None) is None:
+            return 384
+        return self._model_dimension()
+
+    def embed(self, texts: Sequence[str], *, input_type: str = "document") -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        self.calls += 1
+        self.texts_embedded += len(texts)
+        return self._encode(texts)
+
+
+class LocalEmbedder(PackagedModelEmbedder):
     """Packaged all-MiniLM-L6-v2 (384-d), int8 ONNX on onnxruntime, CPU; offline, no torch."""
 
     name = "local"
@@ -199,11 +229,6 @@ class LocalEmbedder(Embedder):
 
     params: Params
 
-    def __init__(self, params: ComponentParams | None = None) -> None:
-        super().__init__(params)
-        self.calls = 0  # model invocations (embed() calls that reached the model)
-        self.texts_embedded = 0
-
     def model(self) -> OnnxModel:
         p = self.params
         return load_model(p.model_path, p.tokenizer_path, max_length=p.max_length, threads=p.threads)
@@ -216,19 +241,11 @@ class LocalEmbedder(Embedder):
         parts = [os.path.abspath(p.model_path or packaged_model_path()), os.path.abspath(p.tokenizer_path or packaged_tokenizer_path())]
         return f"local:{':'.join(parts)}:{p.max_length}"
 
-    @property
-    def dimension(self) -> int:
-        if self.params.model_path is None:
-            return 384
+    def _model_dimension(self) -> int:
         return self.model().dimension
 
-    def embed(self, texts: Sequence[str], *, input_type: str = "document") -> np.ndarray:
-        if not texts:
-            return np.zeros((0, self.dimension), dtype=np.float32)
-        model = self.model()
-        self.calls += 1
-        self.texts_embedded += len(texts)
-        return model.encode(texts, self.params.batch_size, self.params.max_batch_tokens)
+    def _encode(self, texts: Sequence[str]) -> np.ndarray:
+        return self.model().encode(texts, self.params.batch_size, self.params.max_batch_tokens)
 
 
 @hookimpl

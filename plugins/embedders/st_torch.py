@@ -22,7 +22,7 @@ from graphroute.core.api.components import ComponentParams, Embedder
 from graphroute.core.api.values import env_flag
 from graphroute.core.hookspecs import hookimpl
 from graphroute.core.lib.model_loads import loading_model
-from graphroute.plugins.embedders.local import token_batches
+from graphroute.plugins.embedders.local import PackagedModelEmbedder, token_batches
 from pydantic import Field
 
 MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
@@ -85,7 +85,7 @@ def load_model(path: str, device: str = "cpu", name: str | None = None) -> Any:
         return model
 
 
-class SentenceTransformersEmbedder(Embedder):
+class SentenceTransformersEmbedder(PackagedModelEmbedder):
     """A sentence-transformers model on torch (CPU or GPU); default the packaged all-MiniLM-L6-v2."""
 
     name = "sentence_transformers"
@@ -101,11 +101,6 @@ class SentenceTransformersEmbedder(Embedder):
 
     params: Params
 
-    def __init__(self, params: ComponentParams | None = None) -> None:
-        super().__init__(params)
-        self.calls = 0
-        self.texts_embedded = 0
-
     def _path(self) -> str:
         return self.params.model_path or packaged_model_folder()
 
@@ -118,18 +113,11 @@ class SentenceTransformersEmbedder(Embedder):
             return f"sentence-transformers:{os.path.abspath(self.params.model_path)}"
         return MODEL_ID
 
-    @property
-    def dimension(self) -> int:
-        if self.params.model_path is None:
-            return 384
+    def _model_dimension(self) -> int:
         return int(self.model().get_sentence_embedding_dimension())
 
-    def embed(self, texts: Sequence[str], *, input_type: str = "document") -> np.ndarray:
-        if not texts:
-            return np.zeros((0, self.dimension), dtype=np.float32)
+    def _encode(self, texts: Sequence[str]) -> np.ndarray:
         model = self.model()
-        self.calls += 1
-        self.texts_embedded += len(texts)
         limit = int(getattr(model, "max_seq_length", 0) or 512)
         ids = model.tokenizer(list(texts), add_special_tokens=True, truncation=True, max_length=limit)["input_ids"]
         lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(texts))

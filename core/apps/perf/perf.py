@@ -401,16 +401,16 @@ def record_model_inputs() -> Iterator[ModelInputs]:
     from graphroute.plugins.segmenters.spacy_segmenter import SpacySegmenter
 
     rec = ModelInputs()
-    originals: list[tuple[type, str, Any]] = []
+    originals: list[tuple[type, str, Any]] = []  # (class, name, its own attribute or None if inherited)
 
     def wrap(cls: type, attr: str, sink: list[str]) -> None:
-        orig = cls.__dict__[attr]
+        orig = getattr(cls, attr)
 
         def recorded(self: Any, texts: Sequence[str], *args: Any, **kwargs: Any) -> Any:
             sink.extend(texts)
             return orig(self, texts, *args, **kwargs)
 
-        originals.append((cls, attr, orig))
+        originals.append((cls, attr, cls.__dict__.get(attr)))
         setattr(cls, attr, recorded)
 
     wrap(LocalEmbedder, "embed", rec.embed)
@@ -419,8 +419,11 @@ def record_model_inputs() -> Iterator[ModelInputs]:
     try:
         yield rec
     finally:
-        for cls, attr, orig in originals:
-            setattr(cls, attr, orig)
+        for cls, attr, own in originals:
+            if own is None:
+                delattr(cls, attr)  # the inherited method shows through again
+            else:
+                setattr(cls, attr, own)
 
 
 def _profile_models(profile: Any) -> dict[str, Any]:
