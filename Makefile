@@ -59,16 +59,22 @@ chromium:
 test-load: install neo4j-up
 	$(VENV)/bin/pytest -q -s -m load tests/reliability
 
+# The torch extra (the sentence_transformers embedder, torch's sparse products and spaCy ops;
+# tests marked `torch`) in a venv of its own, so `make test` proves the default install needs
+# no torch. PyPI's Linux torch brings the CUDA libraries (the venv is ~6 GB); uv (a dev
+# dependency) fetches and unpacks them in parallel: ~1 min on a cold cache where pip took ~10.
+TORCH_VENV ?= .venv-torch
+TORCH_TESTS ?= tests/indexing tests/route2
+$(TORCH_VENV)/.installed: pyproject.toml | install
+	$(VENV)/bin/uv venv -q --allow-existing --python $(PYTHON) $(TORCH_VENV)
+	VIRTUAL_ENV=$(abspath $(TORCH_VENV)) $(VENV)/bin/uv pip install -q -e ".[local,torch,dev]"
+	touch $@
+
+test-torch: $(TORCH_VENV)/.installed
+	$(TORCH_VENV)/bin/pytest -q -m torch $(TORCH_TESTS)
+
 # Neo4j Community 2026.08 for development and CI (tests/neo4j_server: Maven-built embedded
 # launcher, Bolt on 127.0.0.1:NEO4J_PORT or 7687, user neo4j, password NEO4J_PASSWORD or graphroute-dev).
-# The torch extra's embedder (sentence_transformers, tests marked `torch`) in a venv of its
-# own, so `make test` proves the default install needs no torch. torch from PyPI brings the
-# CUDA libraries on Linux: this venv is ~6 GB.
-TORCH_VENV ?= .venv-torch
-test-torch:
-	$(MAKE) install VENV=$(TORCH_VENV) EXTRAS=local,torch,dev
-	$(TORCH_VENV)/bin/pytest -q -m torch tests/indexing
-
 neo4j-up: install
 	PY=$(abspath $(PY)) tests/neo4j_server/neo4j.sh up
 
