@@ -63,11 +63,12 @@ test-load: install neo4j-up
 # tests marked `torch`) in a venv of its own, so `make test` proves the default install needs
 # no torch. PyPI's Linux torch brings the CUDA libraries (the venv is ~6 GB); uv (a dev
 # dependency) fetches and unpacks them in parallel: ~1 min on a cold cache where pip took ~10.
+# UV_NATIVE_TLS: the system's certificate store, as pip uses (uv bundles its own otherwise).
 TORCH_VENV ?= .venv-torch
 TORCH_TESTS ?= tests/indexing tests/route2
 $(TORCH_VENV)/.installed: pyproject.toml | install
 	$(VENV)/bin/uv venv -q --allow-existing --python $(PYTHON) $(TORCH_VENV)
-	VIRTUAL_ENV=$(abspath $(TORCH_VENV)) $(VENV)/bin/uv pip install -q -e ".[local,torch,dev]"
+	VIRTUAL_ENV=$(abspath $(TORCH_VENV)) UV_NATIVE_TLS=1 $(VENV)/bin/uv pip install -q -e ".[local,torch,dev]"
 	touch $@
 
 test-torch: $(TORCH_VENV)/.installed
