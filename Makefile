@@ -8,7 +8,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install demo test lint typecheck unit docs neo4j-up neo4j-down clean bench perf test-load chromium
+.PHONY: install demo test lint typecheck unit docs neo4j-up neo4j-down clean bench perf test-load chromium test-torch
 
 $(VENV)/.installed-$(EXTRAS): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -20,7 +20,10 @@ $(VENV)/.installed-$(EXTRAS): pyproject.toml
 
 install: $(VENV)/.installed-$(EXTRAS)
 
-demo: install
+# The demo needs only the offline models (graphroute[local]: spaCy, onnxruntime, no torch).
+DEMO_EXTRAS ?= local
+demo:
+	$(MAKE) install EXTRAS=$(DEMO_EXTRAS)
 	$(VENV)/bin/graphroute demo
 
 # ruff, then the layer contracts of pyproject.toml's [tool.importlinter] (lint-imports).
@@ -40,7 +43,7 @@ typecheck: install
 # The Neo4j conformance cases run against the project's own server, so `unit` starts it
 # (a no-op when it already runs). Stop it with `make neo4j-down`.
 unit: install neo4j-up chromium
-	$(VENV)/bin/pytest -q -m "not load"
+	$(VENV)/bin/pytest -q -m "not load and not torch"
 
 # Debian's Chromium for the playground's browser tests (tests/playground, via Playwright):
 # installed when missing and we are root, as in CI; elsewhere those tests skip and say how.
@@ -55,6 +58,21 @@ chromium:
 # 60 s, 20 MB / million-character documents at the default limits, Neo4j stopped mid-index.
 test-load: install neo4j-up
 	$(VENV)/bin/pytest -q -s -m load tests/reliability
+
+# The torch extra (the sentence_transformers embedder, torch's sparse products and spaCy ops;
+# tests marked `torch`) in a venv of its own, so `make test` proves the default install needs
+# no torch. PyPI's Linux torch brings the CUDA libraries (the venv is ~6 GB); uv (a dev
+# dependency) fetches and unpacks them in parallel: ~1 min on a cold cache where pip took ~10.
+# UV_NATIVE_TLS: the system's certificate store, as pip uses (uv bundles its own otherwise).
+TORCH_VENV ?= .venv-torch
+TORCH_TESTS ?= tests/indexing tests/route2
+$(TORCH_VENV)/.installed: pyproject.toml | install
+	$(VENV)/bin/uv venv -q --allow-existing --python $(PYTHON) $(TORCH_VENV)
+	VIRTUAL_ENV=$(abspath $(TORCH_VENV)) UV_NATIVE_TLS=1 $(VENV)/bin/uv pip install -q -e ".[local,torch,dev]"
+	touch $@
+
+test-torch: $(TORCH_VENV)/.installed
+	$(TORCH_VENV)/bin/pytest -q -m torch $(TORCH_TESTS)
 
 # Neo4j Community 2026.08 for development and CI (tests/neo4j_server: Maven-built embedded
 # launcher, Bolt on 127.0.0.1:NEO4J_PORT or 7687, user neo4j, password NEO4J_PASSWORD or graphroute-dev).
@@ -81,4 +99,4 @@ perf: install
 	$(VENV)/bin/graphroute perf $(PERF_ARGS)
 
 clean:
-	rm -rf $(VENV) .typecheck build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(TORCH_VENV) .typecheck build *.egg-info .pytest_cache .mypy_cache .ruff_cache

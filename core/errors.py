@@ -203,6 +203,10 @@ class EmbeddingDimensionError(ModelError):
     http_status = 400
 
 
+class EmbedderMismatchError(EmbeddingDimensionError):
+    """A query's embedder is not the one (model and runtime) that made the group's vectors."""
+
+
 class LLMNotConfiguredError(LLMConfigError):
     """A stage needs an LLM and none is configured (and it has no offline fallback)."""
 

@@ -41,6 +41,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "graphroute.plugins.loaders.azure_di",
     "graphroute.plugins.segmenters.spacy_segmenter",
     "graphroute.plugins.embedders.local",
+    "graphroute.plugins.embedders.st_torch",
     "graphroute.plugins.embedders.remote",
     "graphroute.plugins.index_steps.skeleton",
     "graphroute.plugins.extractors.builtin",

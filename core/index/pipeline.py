@@ -30,6 +30,7 @@ from graphroute.core.errors import LoaderError, StoreLocationError
 from graphroute.core.index.files import collect_files, fingerprint
 from graphroute.core.index.skeleton import DocumentSkeleton
 from graphroute.core.lib.knn import normalise_in_place
+from graphroute.core.lib.model_loads import LoadWatch, watch_model_loads
 from graphroute.core.lib.phases import enter_phase, release_free_memory
 from graphroute.core.registry import Registry
 
@@ -38,7 +39,7 @@ from graphroute.core.registry import Registry
 DOC_BATCH = 64  # documents parsed together; their new ones are one DocumentBatch
 # Sentences and chunks of consecutive batches are gathered until this many texts, then
 # embedded in one call and written in one ``write_batches`` call (the crash-recovery unit:
-# one transaction on the embedded store). sentence-transformers sorts a call's texts by
+# one transaction on the embedded store). The local embedder sorts a call's texts by
 # length before it batches them, so a wide call pads each forward pass to similar lengths;
 # a 64-document call pads short sentences to the batch's longest chunk (measured: ten
 # 64-text calls over 640 MuSiQue chunks 53-58 CPU s, one call over the same texts 30 CPU
@@ -93,6 +94,14 @@ class IndexReport:
     timings: dict[str, float] = field(default_factory=dict)
     embedding_cache: dict[str, int] = field(default_factory=dict)
     encodings: dict[str, str] = field(default_factory=dict)  # file -> its encoding, when not UTF-8
+    models: dict[str, float] = field(default_factory=dict)  # seconds loading each model, apart from the timings
+
+    def add_model_loads(self, watch: LoadWatch) -> None:
+        """Count a phase's model loading on its own line (``timings.models``, ``models``)."""
+        for load in watch.loads:
+            self.models[load.name] = self.models.get(load.name, 0.0) + load.seconds
+        if self.models:
+            self.timings["models"] = sum(self.models.values())
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -112,6 +121,7 @@ class IndexReport:
             "timings": {k: round(v, 3) for k, v in self.timings.items()},
             "embedding_cache": dict(self.embedding_cache),
             "encodings": dict(self.encodings),
+            "models": {k: round(v, 3) for k, v in self.models.items()},
         }
 
 
@@ -206,7 +216,11 @@ class Indexer:
         ``remove_missing``, those whose files are gone), then update the derived layers. With
         ``roots``, files whose real path (links followed) is outside every root are reported
         in ``failed`` and skipped."""
-        from graphroute.core.api.constants import INDEX_PROFILE_META, INDEX_REPORT_META
+        from graphroute.core.api.constants import (
+            EMBEDDER_MODEL_META,
+            INDEX_PROFILE_META,
+            INDEX_REPORT_META,
+        )
         from graphroute.core.api.models import Label
         from graphroute.core.index.skeleton import doc_id_for, plan_document, skeletons
         from graphroute.core.lib.progress import track
@@ -219,7 +233,8 @@ class Indexer:
         indexed_at = datetime.now(UTC).isoformat(timespec="seconds")
         report = IndexReport()
         profile_json = self.profile.model_dump(by_alias=True, mode="json")
-        parse_fp = fingerprint([profile_json["segmenter"], profile_json["embedder"], profile_json["parse"]]
+        model_id = self.embedder().model_id  # the runtime too: its vectors differ (EMBEDDER_MODEL_META)
+        parse_fp = fingerprint([profile_json["segmenter"], profile_json["embedder"], profile_json["parse"], model_id]
                                + ([profile_json["loaders"]] if self.profile.loaders else []))
         steps_fp = fingerprint(profile_json["steps"])
         old_fp = self.store.get_meta(self.group, FINGERPRINT_META) or {}
@@ -356,20 +371,22 @@ class Indexer:
                     for i in range(0, len(loaded), DOC_BATCH):
                         batch = loaded[i : i + DOC_BATCH]
                         enter_phase("parse")
-                        t = time.perf_counter()
-                        plans = [plan_document(d, doc_id_for(d.source)) for d in batch]
-                        chars = float(sum(_text_chars(d) for d in batch))
-                        with _metered(bars["parse"], chars):  # a segmenter may report inside a document
-                            skels = skeletons(plans, seg_split, self.group, limits)
-                        release_free_memory()  # spaCy's per-batch garbage (see there)
-                        tp += time.perf_counter() - t
+                        with watch_model_loads() as w:
+                            plans = [plan_document(d, doc_id_for(d.source)) for d in batch]
+                            chars = float(sum(_text_chars(d) for d in batch))
+                            with _metered(bars["parse"], chars):  # a segmenter may report inside a document
+                                skels = skeletons(plans, seg_split, self.group, limits)
+                            release_free_memory()  # spaCy's per-batch garbage (see there)
+                        tp += w.seconds
+                        report.add_model_loads(w)
                         yield batch, skels
 
                 for window in embed_windows(parsed(), lambda parsed_batch: embed_text_count(parsed_batch[1])):
                     enter_phase("embed")
-                    t = time.perf_counter()
-                    vecs = self._embed([sk for _, sks in window for sk in sks])
-                    te += time.perf_counter() - t
+                    with watch_model_loads() as w:
+                        vecs = self._embed([sk for _, sks in window for sk in sks])
+                    te += w.seconds
+                    report.add_model_loads(w)
                     bars["embed"].advance(sum(len(b) for b, _ in window))
                     enter_phase("write")
                     t = time.perf_counter()
@@ -392,9 +409,10 @@ class Indexer:
         dirty = bool(changed or to_remove or reparse_all)
         if (dirty or steps_changed) and (documents or to_remove):
             step_changed_docs = set(changed) if not steps_changed else set(documents)
-            ts = time.perf_counter()
-            report.steps = self._run_steps(step_changed_docs, set(to_remove), report)
-            report.timings["steps"] = time.perf_counter() - ts
+            with watch_model_loads() as w:
+                report.steps = self._run_steps(step_changed_docs, set(to_remove), report)
+            report.timings["steps"] = w.seconds
+            report.add_model_loads(w)
         enter_phase("done")
         counts = self.store.counts(self.group)
         report.documents = counts.get("nodes", {}).get(Label.DOCUMENT.value, 0)
@@ -409,6 +427,7 @@ class Indexer:
             self.store.write(self.group, meta={
                 FINGERPRINT_META: {"parse": parse_fp, "steps": steps_fp},
                 INDEX_PROFILE_META: profile_json,
+                EMBEDDER_MODEL_META: model_id,
                 INDEX_REPORT_META: report.to_json(),
             })
         return report
@@ -473,10 +492,10 @@ class Indexer:
                 continue
             cls = self.registry.index_steps.get(spec.use)
             enter_phase(f"step:{spec.use}")
-            t = time.perf_counter()
             try:
-                step = cls(cls.Params(**spec.with_))
-                stats = step.run(ctx) or {}
+                with watch_model_loads() as watch:
+                    step = cls(cls.Params(**spec.with_))
+                    stats = step.run(ctx) or {}
             except Exception as exc:  # documents are safe; report the broken step loudly
                 msg = f"index step {spec.use!r} failed: {type(exc).__name__}: {exc}"
                 report.warnings.append(msg)
@@ -485,7 +504,7 @@ class Indexer:
             finally:
                 release_free_memory()  # what the step freed, before the next step allocates
             stats = dict(stats)
-            stats.setdefault("seconds", round(time.perf_counter() - t, 3))
+            stats.setdefault("seconds", round(watch.seconds, 3))
             results[spec.use] = stats
             ctx.stats[spec.use] = stats
         return results

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import scipy.sparse as sp
 from graphroute.core.api.store import GraphStore, per_version
+
+if TYPE_CHECKING:  # imported where the matrix is built: a query that needs no graph skips scipy
+    import scipy.sparse as sp
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,7 @@ def adjacency(
 def _export(
     store: GraphStore, group: str, key_weights: tuple[tuple[str, float], ...], weight_prop: str | None
 ) -> GraphView:
+    import scipy.sparse as sp
     types: Collection[str] = [t for t, _ in key_weights]
     weights = dict(key_weights)
     src: list[str] = []

@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Sequence
 
-from graphroute.core.api.constants import NOT_FOUND
+from graphroute.core.api.constants import MODEL_LOAD, NOT_FOUND
 from graphroute.core.api.models import Evidence, QueryResult, ScoredNode, StageTrace
 from graphroute.core.api.stage import QueryState, Slot, StageContext
 from graphroute.core.config.resolve import ResolvedParallel, ResolvedRoute, ResolvedStage
@@ -23,6 +23,7 @@ from graphroute.core.config.settings import DEFAULT_MAX_QUESTION_CHARS, MAX_QUES
 from graphroute.core.errors import QuestionError
 from graphroute.core.lib.deadline import check_deadline, deadline_in
 from graphroute.core.lib.fusion import rrf_merge
+from graphroute.core.lib.model_loads import watch_model_loads
 from graphroute.core.query.services import Services
 
 
@@ -50,23 +51,30 @@ def question_limit(services: Services) -> int:
     return int(getattr(services.settings, "max_question_chars", DEFAULT_MAX_QUESTION_CHARS))
 
 
-async def _run_stage(rs: ResolvedStage, state: QueryState, services: Services) -> StageTrace:
+async def _run_stage(rs: ResolvedStage, state: QueryState, services: Services) -> list[StageTrace]:
+    """The stage's trace, preceded by one ``model_load`` entry per model it had to load
+    (the first query of a process); the stage's own time leaves the loading out."""
     cls = rs.cls
     trace = StageTrace(stage=rs.spec.key, use=cls.name, kind=cls.kind.value, enabled=rs.spec.enabled)
     if not rs.spec.enabled:
-        return trace
+        return [trace]
     check_deadline(rs.spec.key)
     cin, cout = _primary(cls.consumes), _primary(cls.produces)
     trace.items_in = state.size(cin) if cin else 0
     ctx = StageContext(services=services, stage_id=rs.spec.key)
     stage = cls(rs.params)
-    t0 = time.perf_counter()
-    await stage.arun(state, ctx)
-    trace.duration_ms = (time.perf_counter() - t0) * 1000.0
+    with watch_model_loads() as watch:
+        await stage.arun(state, ctx)
+    trace.duration_ms = watch.seconds * 1000.0
     trace.items_out = state.size(cout) if cout else 0
     trace.stats = ctx.stats
     trace.tokens = ctx.tokens
-    return trace
+    loads = [
+        StageTrace(stage=f"load:{x.name}", use=MODEL_LOAD, kind=MODEL_LOAD, duration_ms=x.seconds * 1000.0,
+                   stats={"for_stage": rs.spec.key})
+        for x in watch.loads
+    ]
+    return [*loads, trace]
 
 
 def _merge_evidence_union(lists: list[list[Evidence]]) -> list[Evidence]:
@@ -136,7 +144,7 @@ def merge_states(base: QueryState, branches: list[QueryState], mode: str, rrf_k:
 
 
 async def _run_branch(stages: list[ResolvedStage], state: QueryState, services: Services) -> list[StageTrace]:
-    return [await _run_stage(rs, state, services) for rs in stages]
+    return [t for rs in stages for t in await _run_stage(rs, state, services)]
 
 
 def _document_ranking(evidence: Sequence[Evidence]) -> list[str]:
@@ -191,7 +199,7 @@ async def _arun_route(
                 traces.extend(r)
             merge_states(state, forks, entry.spec.merge, entry.spec.rrf_k)
         else:
-            traces.append(await _run_stage(entry, state, services))
+            traces.extend(await _run_stage(entry, state, services))
     answer = state.answer
     negative = state.negative
     if not answer and not state.evidence and not state.context_evidence:

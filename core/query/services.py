@@ -15,14 +15,33 @@ from typing import Any
 
 import numpy as np
 from graphroute.core.api.components import Embedder, LLMClient
-from graphroute.core.api.constants import INDEX_PROFILE_META
+from graphroute.core.api.constants import EMBEDDER_MODEL_META, INDEX_PROFILE_META
 from graphroute.core.api.store import GraphStore
 from graphroute.core.config.clients import make_component, make_llm
 from graphroute.core.config.settings import Settings
+from graphroute.core.errors import EmbedderMismatchError
 from graphroute.core.registry import Registry, get_registry
 
 _stage_clients: dict[str, LLMClient] = {}
 _stage_clients_lock = threading.Lock()
+
+
+def check_embedder_model(store: GraphStore, group: str, model_id: str) -> None:
+    """Refuse to embed a query for a group whose vectors another embedder made.
+
+    The indexer records the embedder's ``model_id`` (model and runtime: the default ONNX
+    runtime and the torch extra's give vectors that are close, not equal) and puts it in the
+    parse fingerprint, so one group's vectors always come from one embedder; a query in
+    another embedder's space would rank evidence against vectors from elsewhere. A group
+    indexed before the record existed passes.
+    """
+    recorded = store.get_meta(group, EMBEDDER_MODEL_META)
+    if isinstance(recorded, str) and recorded != model_id:
+        raise EmbedderMismatchError(
+            f"group {group!r} holds vectors made by {recorded!r}, but this query embeds with "
+            f"{model_id!r}; graphroute does not mix them. Query with the embedder the group was "
+            f"indexed with, or re-index the group with this one (`graphroute index PATH --group {group}`)."
+        )
 
 
 class Services:
@@ -44,6 +63,7 @@ class Services:
         self.settings = settings or Settings()
         self.registry = registry or get_registry()
         self._embedder = embedder
+        self._embedder_checked = False
         self._llm = llm
         self._llm_factory = llm_factory
         self._lock = threading.Lock()
@@ -64,6 +84,9 @@ class Services:
 
                     profile = load_index_profile(None).model_dump(by_alias=True)
                 self._embedder = make_component(self.registry.embedders, profile["embedder"])
+            if not self._embedder_checked:
+                check_embedder_model(self.store, self.group, self._embedder.model_id)
+                self._embedder_checked = True
             return self._embedder
 
     def llm(self) -> LLMClient | None:

@@ -34,11 +34,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import repeat
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-import scipy.sparse as sp
-import scipy.sparse.linalg as spla
 from graphroute.core.api.models import EdgeType, Evidence, Label, Node, ScoredNode
 from graphroute.core.api.stage import QueryState, Slot, Stage, StageContext, StageKind, StageParams
 from graphroute.core.api.store import GraphStore, per_version
@@ -49,6 +47,10 @@ from graphroute.core.lib.graph import GraphView, adjacency
 from graphroute.core.lib.layout import boxes_in, layout_of
 from graphroute.core.lib.topk import largest, ranked_top
 from pydantic import Field
+
+if TYPE_CHECKING:  # scipy is imported where it multiplies: the CLI starts without it
+    import scipy.sparse as sp
+    import scipy.sparse.linalg as spla
 
 DEFAULT_DAMPING = 0.85
 
@@ -215,6 +217,7 @@ def co_mention_form(
     recur across chunks, and a recurring pair is a remainder entry (its edge has one weight,
     the product counts it once per chunk): the 10k synthetic corpus has 597,668 pair
     instances for 384,062 entries and its form would store 81%; MuSiQue 459,638 for 572,262."""
+    import scipy.sparse as sp
     n_full = adjacency.nnz
     if weight <= 0 or not mentions.nnz or not n_full:
         return None
@@ -267,6 +270,7 @@ class TypedGraph:
         """``D^-1/2 A D^-1/2`` and the degrees it was scaled by, made on first use for the
         life of this graph: the conjugate-gradient solver needs a symmetric system, and
         ``I - d P`` is one after a diagonal change of variables because ``A`` is symmetric."""
+        import scipy.sparse as sp
         deg = np.asarray(self.adjacency.sum(axis=0)).ravel()
         root = np.sqrt(deg)
         inv_root = np.divide(1.0, root, out=np.zeros_like(root), where=root > 0)
@@ -292,6 +296,8 @@ class TypedGraph:
         least recently used dropped first: on 100 MuSiQue questions Route 5 used five dampings,
         two of them for 92 questions, and dropping the oldest-made instead re-made a busy one
         (8 factorisations of ~0.12 s against 6)."""
+        import scipy.sparse as sp
+        import scipy.sparse.linalg as spla
         with self._factor_lock:
             hit = self._factors.pop(damping, None)
             if hit is not None:
@@ -319,6 +325,7 @@ def _view_parts(
 def transition_matrix(adj: sp.csr_matrix) -> tuple[sp.csr_matrix, np.ndarray]:
     """Column-normalise a symmetric adjacency: ``P[i, j] = A[i, j] / deg(j)``; dangling
     columns (no edges) stay zero and are reported so PPR sends their mass to the seeds."""
+    import scipy.sparse as sp
     deg = np.asarray(adj.sum(axis=0)).ravel()
     inv = np.divide(1.0, deg, out=np.zeros_like(deg, dtype=np.float64), where=deg > 0)
     return (adj @ sp.diags(inv)).tocsr(), deg <= 0
@@ -360,6 +367,7 @@ def typed_graph(store: GraphStore, group: str, weights: PathWeights) -> TypedGra
 
 
 def _build_typed_graph(store: GraphStore, group: str, weights: PathWeights) -> TypedGraph:
+    import scipy.sparse as sp
     chunks = node_ids(store, group, Label.CHUNK) if weights.entity or weights.mentions or weights.section or weights.shares or weights.hub or weights.title else frozenset()
     rows: list[np.ndarray] = []
     cols: list[np.ndarray] = []
@@ -726,6 +734,7 @@ class PPR(Stage):
         )
 
     def run(self, state: QueryState, ctx: StageContext) -> None:
+        import scipy.sparse as sp
         p = self.params
         damping = p.damping if p.damping is not None else (state.damping or DEFAULT_DAMPING)
         store = ctx.services.store

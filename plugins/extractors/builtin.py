@@ -27,6 +27,7 @@ from graphroute.core.api.components import (
 )
 from graphroute.core.api.models import content_hash
 from graphroute.core.hookspecs import hookimpl
+from graphroute.core.lib.model_loads import loading_model
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
 if TYPE_CHECKING:
@@ -74,7 +75,8 @@ def load_spacy(model: str) -> Language:
         if nlp is None:
             import spacy
 
-            nlp = _nlp_cache[model] = spacy.load(model)
+            with loading_model(f"spacy:{model}"):
+                nlp = _nlp_cache[model] = spacy.load(model)
         return nlp
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from graphroute.core.api.components import ComponentParams, Segmenter
 from graphroute.core.hookspecs import hookimpl
+from graphroute.core.lib.model_loads import loading_model
 from graphroute.core.lib.progress import work_done
 from pydantic import Field
 
@@ -35,7 +36,8 @@ def load_pipeline(model: str) -> Any:
         if nlp is None:
             import spacy
 
-            nlp = spacy.load(model, exclude=_EXCLUDE)
+            with loading_model(f"spacy:{model} (sentences)"):
+                nlp = spacy.load(model, exclude=_EXCLUDE)
             _NLP[model] = nlp
         return nlp
 

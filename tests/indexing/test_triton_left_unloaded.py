@@ -1,4 +1,4 @@
-"""Loading the local embedder on a machine without a GPU leaves Triton's shared library
+"""Loading the torch extra's embedder on a machine without a GPU leaves Triton's shared library
 unmapped (transformers' import chain would load it only to learn that it is installed), and
 the vectors are the same to the bit as with Triton loaded."""
 
@@ -12,13 +12,14 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.torch
+
 PROBE = """
 import json, sys
 import numpy as np
 import torch
-from graphroute.plugins.embedders.local import encode_batch, load_model, packaged_model_path
-model = load_model(packaged_model_path())
-vectors = encode_batch(model, ["Who founded the harbour archive?", "The archive was founded in 1820."])
+from graphroute.plugins.embedders.st_torch import SentenceTransformersEmbedder
+vectors = SentenceTransformersEmbedder().embed(["Who founded the harbour archive?", "The archive was founded in 1820."])
 with open("/proc/self/maps", encoding="ascii") as fh:
     mapped = any("libtriton" in line for line in fh)
 print(json.dumps({"cuda": torch.cuda.is_available(), "libtriton_mapped": mapped,

@@ -72,11 +72,11 @@ def test_recorder_keeps_the_texts_the_models_got_and_restores_the_methods() -> N
     from graphroute.plugins.embedders.local import LocalEmbedder
     from graphroute.plugins.segmenters.spacy_segmenter import SpacySegmenter
 
-    before = LocalEmbedder.__dict__["embed"], SpacySegmenter.__dict__["split"]
+    before = LocalEmbedder.embed, SpacySegmenter.split, dict(LocalEmbedder.__dict__)
     with P.record_model_inputs() as rec:
         spans = SpacySegmenter().split(["Contoso Ltd. is at P.O. Box 123, FL. It ships goods."])
         vecs = LocalEmbedder().embed(["[Document: a | Section: a] hello there world"])
-    assert (LocalEmbedder.__dict__["embed"], SpacySegmenter.__dict__["split"]) == before
+    assert (LocalEmbedder.embed, SpacySegmenter.split, dict(LocalEmbedder.__dict__)) == before
     assert len(spans[0]) == 2 and vecs.shape == (1, 384)
     assert rec.segment == ["Contoso Ltd. is at P.O. Box 123, FL. It ships goods."]
     assert rec.embed == ["[Document: a | Section: a] hello there world"]

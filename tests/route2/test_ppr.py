@@ -138,6 +138,7 @@ def test_a_large_graph_multiplies_in_two_row_blocks_to_the_same_bits(seed: int, 
     assert two.iterations == one.iterations and np.abs(two.scores - one.scores).sum() < 1e-12
 
 
+@pytest.mark.torch  # torch is in the torch extra only: run by make test-torch
 @given(hs.integers(min_value=0, max_value=2**16))
 @settings(max_examples=30, deadline=None)
 def test_the_sparse_product_is_scipys_on_any_number_of_threads(seed: int) -> None:

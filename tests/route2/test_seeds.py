@@ -42,6 +42,7 @@ _SENTENCES = [
 ]
 
 
+@pytest.mark.torch  # torch is in the torch extra only: run by make test-torch
 def test_the_question_pipeline_multiplies_with_torch_and_annotates_as_thinc_does() -> None:
     """Every layer of the question's pipeline is on the torch-products backend, and the
     entities, tags, parses and noun chunks are those of spaCy's own backend."""
@@ -70,6 +71,7 @@ def test_the_question_pipeline_multiplies_with_torch_and_annotates_as_thinc_does
         assert mine == annotations(plain(text, disable=["lemmatizer"]))
 
 
+@pytest.mark.torch  # torch is in the torch extra only: run by make test-torch
 def test_torch_products_multiply_as_numpy_does() -> None:
     pytest.importorskip("torch")
     ops = torch_products()

@@ -141,6 +141,7 @@ def query(
             f"group '{gr.group}' in store '{gr.store.location}' is empty; index documents first: "
             f"graphroute index PATH --group {gr.group}"
         )
+    from graphroute.core.api.constants import MODEL_LOAD
     from graphroute.core.query.runner import run_route
 
     result = run_route(resolved, question, gr.services())
@@ -151,7 +152,9 @@ def query(
     out.print(f"[bold]A:[/] {result.answer}", highlight=False)
     for c in result.citations:
         out.print(f"  [{c.index}] {_where(c)}", highlight=False, markup=False)
-    out.print(f"[dim]{result.route} · {result.duration_ms:.0f} ms · {len(result.evidence)} evidence[/]")
+    loaded = sum(t.duration_ms for t in result.trace if t.use == MODEL_LOAD)
+    models = f" (loading models {loaded:.0f} ms)" if loaded else ""
+    out.print(f"[dim]{result.route} · {result.duration_ms:.0f} ms{models} · {len(result.evidence)} evidence[/]")
 
 
 def _where(citation: Any) -> str:
@@ -219,6 +222,9 @@ def _print_index_report(data: dict[str, Any]) -> None:
         f"in {data.get('seconds', 0):.1f} s",
         highlight=False,
     )
+    if data.get("models"):
+        loads = ", ".join(f"{name} {s:.1f} s" for name, s in data["models"].items())
+        out.print(f"[dim]models loaded: {loads}[/]", highlight=False)
     for f in data.get("skipped", []):
         err.print(f"[yellow]warning: skipped[/] {f['path']}: {f['reason']}", highlight=False, markup=True)
     for f in data.get("failed", []):

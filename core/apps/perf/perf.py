@@ -401,16 +401,16 @@ def record_model_inputs() -> Iterator[ModelInputs]:
     from graphroute.plugins.segmenters.spacy_segmenter import SpacySegmenter
 
     rec = ModelInputs()
-    originals: list[tuple[type, str, Any]] = []
+    originals: list[tuple[type, str, Any]] = []  # (class, name, its own attribute or None if inherited)
 
     def wrap(cls: type, attr: str, sink: list[str]) -> None:
-        orig = cls.__dict__[attr]
+        orig = getattr(cls, attr)
 
         def recorded(self: Any, texts: Sequence[str], *args: Any, **kwargs: Any) -> Any:
             sink.extend(texts)
             return orig(self, texts, *args, **kwargs)
 
-        originals.append((cls, attr, orig))
+        originals.append((cls, attr, cls.__dict__.get(attr)))
         setattr(cls, attr, recorded)
 
     wrap(LocalEmbedder, "embed", rec.embed)
@@ -419,8 +419,11 @@ def record_model_inputs() -> Iterator[ModelInputs]:
     try:
         yield rec
     finally:
-        for cls, attr, orig in originals:
-            setattr(cls, attr, orig)
+        for cls, attr, own in originals:
+            if own is None:
+                delattr(cls, attr)  # the inherited method shows through again
+            else:
+                setattr(cls, attr, own)
 
 
 def _profile_models(profile: Any) -> dict[str, Any]:
@@ -445,7 +448,7 @@ def preload_models(profile: Any) -> dict[str, float]:
     out: dict[str, float] = {}
     t = time.perf_counter()
     model = load_model(m["embedder"].get("model_path") or packaged_model_path())
-    model.encode(["warm up the embedder"], show_progress_bar=False)
+    model.encode(["warm up the embedder"])
     out["embedder"] = time.perf_counter() - t
     t = time.perf_counter()
     nlp = load_pipeline(m["segmenter_model"])
@@ -470,8 +473,7 @@ def raw_model_cost(profile: Any, inputs: ModelInputs) -> dict[str, Any]:
     c0 = time.process_time()
     t = time.perf_counter()
     if inputs.embed:
-        model.encode(inputs.embed, batch_size=batch, convert_to_numpy=True,
-                     normalize_embeddings=True, show_progress_bar=False)
+        model.encode(inputs.embed, batch_size=batch)
     embed_s = time.perf_counter() - t
     nlp = load_pipeline(m["segmenter_model"])
     t = time.perf_counter()
@@ -606,19 +608,17 @@ def _uses(cfg: Any) -> list[str]:
 
 
 def _raw_query_embed(svc: Any, questions: Sequence[str]) -> list[float]:
-    """ms to embed each question alone with the group's model (sentence-transformers'
-    ``encode`` directly for the local model, else the embedder's own call)."""
+    """ms to embed each question alone with the group's model (the loaded model's ``encode``
+    directly for the local embedder, else the embedder's own call)."""
     emb = svc.embedder()
     model = None
     if getattr(emb, "name", "") == "local":
-        from graphroute.plugins.embedders.local import load_model
-
-        model = load_model(emb._path())
+        model = emb.model()
     times = []
     for q in questions:
         t = time.perf_counter()
         if model is not None:
-            model.encode([q], convert_to_numpy=True, normalize_embeddings=True, show_progress_bar=False)
+            model.encode([q])
         else:
             emb.embed([q], input_type="query")
         times.append((time.perf_counter() - t) * 1000.0)
