@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import difflib
+import hashlib
 import math
 import re
 import unicodedata
@@ -166,9 +167,21 @@ class NegativeFloor(StageParams):
     coverage_blocks: int = Field(
         5, ge=1, le=100, description="Context blocks (best first) that the term coverage reads.",
     )
+    name_phrases: bool = Field(
+        False,
+        description="With `names_in_corpus`: the words of a name must also stand next to each other "
+        "in some chunk (one word between allowed: an initial, 'of'), not only occur in one chunk "
+        "('Fist Power' is not found in a passage about a fist and electric power).",
+    )
+    absent_nouns: bool = Field(
+        False,
+        description="Not found when a noun of the question (spaCy's tagger) occurs in no chunk of the "
+        "corpus, e.g. 'pensions' in a handbook that never mentions one. Words the parser makes the "
+        "question's root are skipped (a verb mistagged as a noun).",
+    )
 
     def needs_lexicon(self) -> bool:
-        return self.names_in_corpus or self.min_term_coverage > 0
+        return self.names_in_corpus or self.min_term_coverage > 0 or self.absent_nouns
 
 
 # Words that may join the capitalised words of one name ("Bank of England", "Vincent van Gogh").
@@ -206,6 +219,41 @@ def _name_words(tokens: list[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(w for w in words if len(w) > 1))
 
 
+def question_name_pairs(question: str) -> list[tuple[str, str]]:
+    """Pairs of words that stand next to each other inside a name of the question (its
+    capitalised words, not across a joiner such as "of"): the phrases a corpus that knows the
+    name must contain. Initials and stopwords are skipped, so "Harris W. Fawell" gives
+    (harri, fawell)."""
+    pairs: list[tuple[str, str]] = []
+    prev = ""
+    for i, tok in enumerate(_QTOKEN_RE.findall(question)):
+        if i == 0 or not tok[:1].isupper():
+            prev = ""
+            continue
+        for part in re.split(r"[.\-]", tok):
+            w = _norm(part)
+            if len(w) < 2:
+                continue
+            if prev and prev != w:
+                pairs.append((prev, w))
+            prev = w
+    return list(dict.fromkeys(pairs))
+
+
+def _pair_key(a: str, b: str) -> int:
+    """A pair of words as one 64-bit integer (a compact set of the corpus' word pairs)."""
+    return int.from_bytes(hashlib.blake2b(f"{a} {b}".encode(), digest_size=8).digest(), "little", signed=True)
+
+
+def word_pairs(text: str) -> set[int]:
+    """Keys of the normalised word pairs of ``text`` that stand next to each other or one word
+    apart (an initial or a joiner between: "Harris W. Fawell", "Siege of Cassel")."""
+    words = [_norm(w) or "_" for w in _WORD_RE.findall(text)]
+    keys = {_pair_key(a, b) for a, b in zip(words, words[1:], strict=False)}
+    keys.update(_pair_key(a, b) for a, b in zip(words, words[2:], strict=False))
+    return keys
+
+
 @dataclass(frozen=True)
 class CorpusLexicon:
     """Which passages of the corpus hold which content terms: document frequencies for IDF
@@ -214,16 +262,36 @@ class CorpusLexicon:
     passages: int
     postings: dict[str, np.ndarray]  # term -> sorted passage indexes
     vocabulary: tuple[str, ...]  # sorted, for spelling-variant lookups
+    pairs: np.ndarray | None = None  # sorted keys of the corpus' word pairs (``word_pairs``)
 
     @classmethod
-    def build(cls, texts: Iterable[str]) -> CorpusLexicon:
+    def build(cls, texts: Iterable[str], *, with_pairs: bool = False) -> CorpusLexicon:
         lists: dict[str, list[int]] = {}
+        pairs: set[int] = set()
         n = 0
         for n, text in enumerate(texts, start=1):
             for term in content_terms(text):
                 lists.setdefault(term, []).append(n - 1)
+            if with_pairs:
+                pairs |= word_pairs(text)
         postings = {t: np.asarray(v, dtype=np.int32) for t, v in lists.items()}
-        return cls(n, postings, tuple(sorted(postings)))
+        keys = np.unique(np.fromiter(pairs, dtype=np.int64, count=len(pairs))) if with_pairs else None
+        return cls(n, postings, tuple(sorted(postings)), keys)
+
+    def has_pair(self, a: str, b: str) -> bool:
+        """True when ``a`` and ``b`` stand next to each other (or one word apart) somewhere in
+        the corpus, either way round; True when the lexicon was built without pairs."""
+        if self.pairs is None:
+            return True
+        for key in (_pair_key(a, b), _pair_key(b, a)):
+            i = int(np.searchsorted(self.pairs, key))
+            if i < len(self.pairs) and int(self.pairs[i]) == key:
+                return True
+        return False
+
+    def knows(self, word: str) -> bool:
+        """True when the corpus uses ``word`` or a spelling variant of it."""
+        return bool(self.variants(word))
 
     def idf(self, term: str) -> float:
         """BM25's IDF, log((N + 1) / (df + 0.5)): a term the corpus never uses weighs the most."""
@@ -253,9 +321,9 @@ class CorpusLexicon:
         return True
 
 
-def corpus_lexicon(store: GraphStore, group: str) -> CorpusLexicon:
+def corpus_lexicon(store: GraphStore, group: str, *, with_pairs: bool = False) -> CorpusLexicon:
     """The group's lexicon over its chunks (each with its document title), built once per
-    store version."""
+    store version (with the word pairs when ``with_pairs``: a second cache entry)."""
 
     def build() -> CorpusLexicon:
         titles = {d.id: str(d.props.get("title") or "") for d in store.iter_nodes(group, Label.DOCUMENT)}
@@ -263,9 +331,25 @@ def corpus_lexicon(store: GraphStore, group: str) -> CorpusLexicon:
             f"{titles.get(node.doc_id or '', '')}\n{node.props.get('text') or ''}"
             for node in store.iter_nodes(group, Label.CHUNK)
         )
-        return CorpusLexicon.build(texts)
+        return CorpusLexicon.build(texts, with_pairs=with_pairs)
 
-    return per_version(store, group, "negative_detection.lexicon", build)
+    key = "negative_detection.lexicon" + (".pairs" if with_pairs else "")
+    return per_version(store, group, key, build)
+
+
+def question_nouns(question: str) -> list[str]:
+    """The question's nouns (spaCy's tagger and parser, the pipeline ``ner_seeds`` loads),
+    normalised; a noun the parser makes the root is skipped: a question's root is its verb,
+    so that tag is the tagger's mistake ("... does the change freeze begin?")."""
+    from graphroute.plugins.seeds.entity_seeds import question_doc
+
+    out = []
+    for tok in question_doc(question, "always"):
+        if tok.pos_ in ("NOUN", "PROPN") and tok.dep_ != "ROOT" and tok.text.isalpha():
+            w = _norm(tok.text)
+            if len(w) > 1:
+                out.append(w)
+    return list(dict.fromkeys(out))
 
 
 def term_coverage(question: str, texts: Sequence[str], lexicon: CorpusLexicon) -> float:
@@ -309,9 +393,16 @@ def negative_reason(
         lex = lexicon()
         if floor.names_in_corpus:
             missing = [" ".join(n) for n in question_names(question) if not lex.has_together(n)]
+            if floor.name_phrases and not missing:
+                missing = [f"{a} {b}" for a, b in question_name_pairs(question) if not lex.has_pair(a, b)]
             if missing:
                 info["names_not_in_corpus"] = missing
                 return "name_not_in_corpus", info
+        if floor.absent_nouns:
+            absent = [w for w in question_nouns(question) if not lex.knows(w)]
+            if absent:
+                info["nouns_not_in_corpus"] = absent
+                return "noun_not_in_corpus", info
         if floor.min_term_coverage > 0:
             texts = [e.text for e in evidence[: floor.coverage_blocks]]
             cov = term_coverage(question, texts, lex)
@@ -321,9 +412,11 @@ def negative_reason(
     return None, info
 
 
-def stage_lexicon(ctx: StageContext) -> Callable[[], CorpusLexicon]:
-    """The lexicon of the group a stage runs on, built on first call."""
-    return lambda: corpus_lexicon(ctx.services.store, ctx.group)
+def stage_lexicon(ctx: StageContext, floor: NegativeFloor) -> Callable[[], CorpusLexicon]:
+    """The lexicon of the group a stage runs on (with word pairs when the floor checks name
+    phrases), built on first call."""
+    pairs = floor.names_in_corpus and floor.name_phrases
+    return lambda: corpus_lexicon(ctx.services.store, ctx.group, with_pairs=pairs)
 
 
 def answer_not_found(state: QueryState, ctx: StageContext, reason: str) -> None:
@@ -356,7 +449,7 @@ class NegativeDetection(Stage):
     params: Params
 
     def run(self, state: QueryState, ctx: StageContext) -> None:
-        reason, info = negative_reason(state.question, state.context_evidence, self.params, stage_lexicon(ctx))
+        reason, info = negative_reason(state.question, state.context_evidence, self.params, stage_lexicon(ctx, self.params))
         ctx.stats.update(info)
         if reason is None:
             ctx.stats["negative"] = False
@@ -433,7 +526,7 @@ class Extractive(Stage):
         if _already_negative(state, ctx):
             return
         evidence = state.context_evidence
-        reason, info = negative_reason(state.question, evidence, self.params, stage_lexicon(ctx))
+        reason, info = negative_reason(state.question, evidence, self.params, stage_lexicon(ctx, self.params))
         ctx.stats.update(info)
         if reason is not None:
             answer_not_found(state, ctx, reason)
@@ -604,7 +697,7 @@ class LLMSynthesis(Stage):
             return
         p = self.params
         evidence = state.context_evidence
-        reason, info = negative_reason(state.question, evidence, p, stage_lexicon(ctx))
+        reason, info = negative_reason(state.question, evidence, p, stage_lexicon(ctx, self.params))
         ctx.stats.update(info)
         if reason is not None:
             answer_not_found(state, ctx, reason)

@@ -1,5 +1,6 @@
-"""The "not found" rules on hand-made inputs: names the corpus never mentions, and the share
-of the question's IDF-weighted terms the context covers."""
+"""The "not found" rules on hand-made inputs: names the corpus never mentions (as words of one
+passage, and as phrases), nouns the corpus never uses, and the share of the question's
+IDF-weighted terms the context covers."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from graphroute.plugins.synthesizers.builtin import (
     NegativeFloor,
     content_terms,
     negative_reason,
+    question_name_pairs,
     question_names,
+    question_nouns,
     term_coverage,
 )
 
@@ -23,6 +26,7 @@ CORPUS = [
     "The travel agency Roamwise books flights for employees.",
 ]
 LEX = CorpusLexicon.build(CORPUS)
+PAIRS = CorpusLexicon.build(CORPUS + ["A fist of iron and the power of steam.", "Harris W. Fawell was born in 1929."], with_pairs=True)
 
 
 def ev(text: str, score: float = 1.0) -> Evidence:
@@ -95,3 +99,35 @@ def test_lexicon_is_not_built_when_the_checks_are_off() -> None:
         raise AssertionError("the lexicon was built")
 
     assert negative_reason("What is the capital of France?", [ev(CORPUS[0])], NegativeFloor(), fail)[0] is None
+
+
+def test_name_pairs_stay_inside_one_name_and_skip_initials() -> None:
+    assert question_name_pairs("Who is the Chief Financial Officer of Larkspur Systems?") == [
+        ("chief", "financial"), ("financial", "officer"), ("larkspur", "system")]
+    assert question_name_pairs("In what county is the city where Harris W. Fawell was born?") == [("harri", "fawell")]
+    assert question_name_pairs("Who approves travel requests?") == []
+
+
+def test_name_phrase_must_stand_in_the_corpus_not_only_its_words() -> None:
+    floor = NegativeFloor(names_in_corpus=True, name_phrases=True)
+    # "fist" and "power" share a passage but never stand together: not found
+    reason, info = negative_reason("When was the country that produced Fist Power taken?", [ev(CORPUS[0])], floor, lambda: PAIRS)
+    assert reason == "name_not_in_corpus" and info["names_not_in_corpus"] == ["fist power"]
+    # a phrase with an initial between its words, and one written as in the corpus, are found
+    for q in ("Where was Harris W. Fawell born?", "When did Hollins Freight sign the agreement?"):
+        assert negative_reason(q, [ev(CORPUS[1])], floor, lambda: PAIRS)[0] is None
+    # without name_phrases the words of one passage are enough
+    assert negative_reason("When was Fist Power taken?", [ev(CORPUS[0])], NegativeFloor(names_in_corpus=True), lambda: PAIRS)[0] is None
+
+
+def test_question_nouns_skip_a_verb_the_parser_makes_the_root() -> None:
+    assert question_nouns("How much does the company contribute to employees' pensions?") == ["company", "employee", "pension"]
+    assert "begin" not in question_nouns("On what date does the year-end change freeze begin?")
+
+
+def test_absent_noun_says_not_found_and_a_known_one_does_not() -> None:
+    floor = NegativeFloor(absent_nouns=True)
+    reason, info = negative_reason("Are pets allowed in the office?", [ev(CORPUS[2])], floor, lambda: LEX)
+    assert reason == "noun_not_in_corpus" and info["nouns_not_in_corpus"] == ["pet"]
+    # every noun is in the corpus (plurals folded): the rule lets the question through
+    assert negative_reason("How many days of annual leave do employees get?", [ev(CORPUS[4])], floor, lambda: LEX)[0] is None
