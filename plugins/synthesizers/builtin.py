@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import difflib
-import hashlib
+import itertools
 import math
 import re
 import unicodedata
@@ -241,15 +241,17 @@ def question_name_pairs(question: str) -> list[tuple[str, str]]:
 
 
 def _pair_key(a: str, b: str) -> int:
-    """A pair of words as one 64-bit integer (a compact set of the corpus' word pairs)."""
-    return int.from_bytes(hashlib.blake2b(f"{a} {b}".encode(), digest_size=8).digest(), "little", signed=True)
+    """A pair of words as one 64-bit integer (a compact set of the corpus' word pairs).
+    Python's own string hash: salted per process, which is fine for a lexicon that lives in
+    the process that built it, and several times faster than a cryptographic digest."""
+    return hash((a, b))
 
 
 def word_pairs(text: str) -> set[int]:
     """Keys of the normalised word pairs of ``text`` that stand next to each other or one word
     apart (an initial or a joiner between: "Harris W. Fawell", "Siege of Cassel")."""
     words = [_norm(w) or "_" for w in _WORD_RE.findall(text)]
-    keys = {_pair_key(a, b) for a, b in zip(words, words[1:], strict=False)}
+    keys = {_pair_key(a, b) for a, b in itertools.pairwise(words)}
     keys.update(_pair_key(a, b) for a, b in zip(words, words[2:], strict=False))
     return keys
 

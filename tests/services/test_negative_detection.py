@@ -26,7 +26,7 @@ CORPUS = [
     "The travel agency Roamwise books flights for employees.",
 ]
 LEX = CorpusLexicon.build(CORPUS)
-PAIRS = CorpusLexicon.build(CORPUS + ["A fist of iron and the power of steam.", "Harris W. Fawell was born in 1929."], with_pairs=True)
+PAIRS = CorpusLexicon.build([*CORPUS, "A fist of iron and the power of steam.", "Harris W. Fawell was born in 1929."], with_pairs=True)
 
 
 def ev(text: str, score: float = 1.0) -> Evidence:
