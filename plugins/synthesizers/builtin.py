@@ -340,17 +340,22 @@ def corpus_lexicon(store: GraphStore, group: str, *, with_pairs: bool = False) -
 
 
 def question_nouns(question: str) -> list[str]:
-    """The question's nouns (spaCy's tagger and parser, the pipeline ``ner_seeds`` loads),
-    normalised; a noun the parser makes the root is skipped: a question's root is its verb,
-    so that tag is the tagger's mistake ("... does the change freeze begin?")."""
+    """The nouns of what the question is about (spaCy's tagger and parser, the pipeline
+    ``ner_seeds`` loads), normalised. Skipped: the noun a wh-word determines ("which year",
+    "what date": the kind of answer asked for, which the answering passage need not name:
+    "founded in 1661"), and a noun the parser makes the root (a question's root is its verb,
+    so that tag is the tagger's mistake: "... does the change freeze begin?")."""
     from graphroute.plugins.seeds.entity_seeds import question_doc
 
     out = []
     for tok in question_doc(question, "always"):
-        if tok.pos_ in ("NOUN", "PROPN") and tok.dep_ != "ROOT" and tok.text.isalpha():
-            w = _norm(tok.text)
-            if len(w) > 1:
-                out.append(w)
+        if tok.pos_ not in ("NOUN", "PROPN") or tok.dep_ == "ROOT" or not tok.text.isalpha():
+            continue
+        if any(c.dep_ == "det" and c.tag_ in ("WDT", "WP") for c in tok.children):
+            continue
+        w = _norm(tok.text)
+        if len(w) > 1:
+            out.append(w)
     return list(dict.fromkeys(out))
 
 
@@ -400,17 +405,18 @@ def negative_reason(
             if missing:
                 info["names_not_in_corpus"] = missing
                 return "name_not_in_corpus", info
-        if floor.absent_nouns:
-            absent = [w for w in question_nouns(question) if not lex.knows(w)]
-            if absent:
-                info["nouns_not_in_corpus"] = absent
-                return "noun_not_in_corpus", info
         if floor.min_term_coverage > 0:
             texts = [e.text for e in evidence[: floor.coverage_blocks]]
             cov = term_coverage(question, texts, lex)
             info["term_coverage"] = round(cov, 4)
             if cov < floor.min_term_coverage:
                 return "below_min_term_coverage", info
+        # last: the only check that parses the question (spaCy)
+        if floor.absent_nouns:
+            absent = [w for w in question_nouns(question) if not lex.knows(w)]
+            if absent:
+                info["nouns_not_in_corpus"] = absent
+                return "noun_not_in_corpus", info
     return None, info
 
 
