@@ -339,19 +339,44 @@ def corpus_lexicon(store: GraphStore, group: str, *, with_pairs: bool = False) -
     return per_version(store, group, key, build)
 
 
+_MODIFIER_POS = frozenset({"NOUN", "PROPN", "ADJ"})
+
+
+def _wh_phrase_tokens(doc: Any) -> set[int]:
+    """Indexes of the words right after "which" / "what" that name the kind of answer: the run
+    of nouns and adjectives, and after "of" the next run ("what kind of plane"). Read by word
+    order, not the parse: the small model attaches "which" to the preposition before it in
+    "On which sea coast ...", so the noun it determines has no wh child."""
+    out: set[int] = set()
+    for tok in doc:
+        if tok.lower_ not in ("which", "what"):
+            continue
+        i = tok.i + 1
+        while i < len(doc):
+            if doc[i].pos_ in _MODIFIER_POS:
+                out.add(i)
+            elif not (doc[i].lower_ == "of" and i > tok.i + 1 and i + 1 < len(doc) and doc[i + 1].pos_ in _MODIFIER_POS):
+                break
+            i += 1
+    return out
+
+
 def question_nouns(question: str) -> list[str]:
     """The nouns of what the question is about (spaCy's tagger and parser, the pipeline
-    ``ner_seeds`` loads), normalised. Skipped: the noun a wh-word determines ("which year",
-    "what date": the kind of answer asked for, which the answering passage need not name:
-    "founded in 1661"), and a noun the parser makes the root (a question's root is its verb,
-    so that tag is the tagger's mistake: "... does the change freeze begin?")."""
+    ``ner_seeds`` loads), normalised. Skipped: the nouns of the phrase a wh-word determines
+    ("which year", "which sea coast", "what kind of plane": the kind of answer asked for,
+    which the answering passage need not name: "founded in 1661", "the Baltic coast"), and a
+    noun the parser makes the root (a question's root is its verb, so that tag is the
+    tagger's mistake: "... does the change freeze begin?")."""
     from graphroute.plugins.seeds.entity_seeds import question_doc
 
+    doc = question_doc(question, "always")
+    answer_type = _wh_phrase_tokens(doc)
     out = []
-    for tok in question_doc(question, "always"):
+    for tok in doc:
         if tok.pos_ not in ("NOUN", "PROPN") or tok.dep_ == "ROOT" or not tok.text.isalpha():
             continue
-        if any(c.dep_ == "det" and c.tag_ in ("WDT", "WP") for c in tok.children):
+        if tok.i in answer_type:
             continue
         w = _norm(tok.text)
         if len(w) > 1:

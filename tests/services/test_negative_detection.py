@@ -125,6 +125,9 @@ def test_question_nouns_skip_a_verb_the_parser_makes_the_root() -> None:
     assert "begin" not in question_nouns("On what date does the year-end change freeze begin?")
     # the kind of answer asked for ("which year") is not what the question is about
     assert question_nouns("In which year was the city near Lake Baikal founded?") == ["city", "lake", "baikal"]
+    assert question_nouns("On which sea coast is the city where Johannes Hevelius worked?") == [
+        "city", "johanne", "heveliu"]
+    assert question_nouns("What kind of plane dropped the bomb?") == ["bomb"]
 
 
 def test_absent_noun_says_not_found_and_a_known_one_does_not() -> None:
