@@ -176,8 +176,9 @@ class NegativeFloor(StageParams):
     absent_nouns: bool = Field(
         False,
         description="Not found when a noun of the question (spaCy's tagger) occurs in no chunk of the "
-        "corpus, e.g. 'pensions' in a handbook that never mentions one. Words the parser makes the "
-        "question's root are skipped (a verb mistagged as a noun).",
+        "corpus, e.g. 'pensions' in a handbook that never mentions one. Skipped: the words after "
+        "'which'/'what' that name the kind of answer ('which year'), and a noun the parser makes the "
+        "question's root (a verb mistagged as a noun).",
     )
 
     def needs_lexicon(self) -> bool:
