@@ -49,6 +49,7 @@ import numpy as np
 from graphroute.core.api.components import ComponentParams, StoreBackend
 from graphroute.core.api.constants import NEO4J_DEV_PASSWORD
 from graphroute.core.api.models import Edge, EdgeType, Node
+from graphroute.core.api.neighbourhood import NeighbourCounts, Neighbourhood
 from graphroute.core.api.store import (
     Direction,
     DocumentBatch,
@@ -789,6 +790,94 @@ class Neo4jStore(GraphStore):
         )
         return [self._edge(group, r) for r in rows]
 
+    def neighbours(
+        self,
+        group: str,
+        ids: Sequence[str],
+        types: Collection[str],
+        *,
+        other_labels: Collection[str] | None = None,
+        first_docs: int | None = None,
+    ) -> Neighbourhood:
+        # One statement per batch of ids: each asked node is found by its (group, id) index
+        # and expanded along the typed relationship chains (the types are spliced, from the
+        # allow-list only: a type filter in WHERE would read every relationship of a hub).
+        # A node's rows come back as one list, so a hub costs one record, not one per edge.
+        id_list = list(dict.fromkeys(ids))
+        out = Neighbourhood({})
+        if not id_list:
+            return out
+        type_list = sorted({str(t) for t in types} & self._edge_types)
+        rel = "|".join(f"`{t}`" for t in type_list)
+        if not type_list:
+            expand = "RETURN a.id AS id, a.label AS label, [] AS rows"
+        elif first_docs is None:
+            expand = (
+                f"OPTIONAL MATCH (a)-[r:{rel}]-(b) WHERE b <> a AND ($labels IS NULL OR b.label IN $labels) "
+                "RETURN a.id AS id, a.label AS label, "
+                "collect(CASE WHEN b IS NULL THEN null ELSE [type(r), b.id, b.label, b.doc_id] END) AS rows"
+            )
+        else:
+            expand = (
+                "CALL (a) { "
+                f"MATCH (a)-[r:{rel}]-(b) WHERE b <> a AND b.doc_id IS NOT NULL "
+                "AND ($labels IS NULL OR b.label IN $labels) "
+                "WITH b.doc_id AS d, collect([type(r), b.id, b.label, b.doc_id]) AS rs ORDER BY d LIMIT $first "
+                "RETURN collect(rs) AS docs } "
+                "RETURN a.id AS id, a.label AS label, reduce(acc = [], rs IN docs | acc + rs) AS rows"
+            )
+        for chunk in _batches(id_list):
+            records = self._query(
+                "neighbours",
+                f"UNWIND $ids AS i MATCH (a:GRNode {{group: $g, id: i}}) USING INDEX a:GRNode(group, id) {expand}",
+                g=group,
+                ids=list(chunk),
+                labels=None if other_labels is None else [str(x) for x in other_labels],
+                first=first_docs,
+            )
+            for r in records:
+                node = r["id"]
+                out.labels[node] = r["label"]
+                for t, b, lb, d in r["rows"]:
+                    out.node.append(node)
+                    out.type.append(t)
+                    out.other.append(b)
+                    out.other_label.append(lb)
+                    out.other_doc.append(d)
+        return out
+
+    def neighbour_counts(
+        self, group: str, ids: Sequence[str], types: Collection[str], *, other_labels: Collection[str] | None = None
+    ) -> NeighbourCounts:
+        # The expansion and the count run in the server: one short row per (node, type,
+        # label) crosses the wire, however many edges a hub has.
+        id_list = list(dict.fromkeys(ids))
+        out = NeighbourCounts({})
+        if not id_list:
+            return out
+        type_list = sorted({str(t) for t in types} & self._edge_types)
+        rel = "|".join(f"`{t}`" for t in type_list)
+        count = (
+            f"CALL (a) {{ MATCH (a)-[r:{rel}]-(b) WHERE b <> a AND ($labels IS NULL OR b.label IN $labels) "
+            "WITH type(r) AS t, b.label AS l, count(*) AS n RETURN collect([t, l, n]) AS counts } "
+            if type_list
+            else "WITH a, [] AS counts "
+        )
+        for chunk in _batches(id_list):
+            records = self._query(
+                "neighbour_counts",
+                f"UNWIND $ids AS i MATCH (a:GRNode {{group: $g, id: i}}) USING INDEX a:GRNode(group, id) "
+                f"{count}RETURN a.id AS id, a.label AS label, counts",
+                g=group,
+                ids=list(chunk),
+                labels=None if other_labels is None else [str(x) for x in other_labels],
+            )
+            for r in records:
+                out.labels[r["id"]] = r["label"]
+                if r["counts"]:
+                    out.counts[r["id"]] = [(t, lb, int(n)) for t, lb, n in r["counts"]]
+        return out
+
     def iter_edges(self, group: str, types: Collection[str] | None = None) -> Iterator[Edge]:
         if types is not None and not types:
             return iter(())
@@ -924,6 +1013,10 @@ class Neo4jStore(GraphStore):
         if not rows:
             return [], np.zeros((0, dim), dtype=np.float32)
         return [r["id"] for r in rows], np.asarray([r["v"] for r in rows], dtype=np.float32)
+
+    def count_nodes(self, group: str, label: str) -> int:
+        rows = self._query("count_nodes", "MATCH (n:GRNode {group: $g, label: $l}) RETURN count(n) AS c", g=group, l=str(label))
+        return int(rows[0]["c"]) if rows else 0
 
     def counts(self, group: str) -> dict[str, dict[str, int]]:
         nodes = self._query(
