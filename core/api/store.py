@@ -433,6 +433,12 @@ class GraphStore(ABC):
         The default counts :meth:`neighbours`; a backend counts in its query."""
         return counts_of(self.neighbours(group, ids, types, other_labels=other_labels))
 
+    def search_text(self, group: str, query: str, k: int) -> list[tuple[str, float]] | None:
+        """The group's TextChunks best matching ``query`` by the backend's full-text index
+        (BM25 as it scores it), at most ``k``, best first; None when the backend keeps no
+        text index (the embedded store), and a caller ranks in the client."""
+        return None
+
     def count_nodes(self, group: str, label: str) -> int:
         """How many nodes of ``label`` the group holds. The default counts a scan; a backend
         counts its (group, label) index."""

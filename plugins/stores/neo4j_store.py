@@ -83,10 +83,14 @@ _CREATE_MAX = 20_000
 # What a write sets on a node (``n``) and on an edge (``r``) from its parameter ``row``, the
 # same whether the statement MERGEs or CREATEs them.
 _NODE_SET = (
-    "SET n.label = row.label, n.doc_id = row.doc_id, n.props = row.props, "
+    "SET n.label = row.label, n.doc_id = row.doc_id, n.props = row.props, n.p_text = row.text, "
     + ", ".join(f"n.p_{p} = row.{p}" for p in INDEXED_PROPS)
     + " SET n += row.vec"
 )
+# Nodes whose text (after their document's title, as the bm25 baseline indexes it) goes into
+# ``p_text`` and the full-text index ``gr_text``: what search_text ranks, inside the server.
+TEXT_LABELS: frozenset[str] = frozenset({"TextChunk"})
+_LUCENE_TERM = re.compile(r"\w+", re.UNICODE)
 _EDGE_SET = "SET r.group = $g, r.doc_id = row.doc_id, r.props = row.props"
 SCHEMA_ATTEMPTS = 5  # tries of one schema statement on a transient error (deadlock between two new stores)
 T = TypeVar("T")
@@ -103,6 +107,9 @@ _SCHEMA = (
         f"CREATE INDEX gr_node_p_{p} IF NOT EXISTS FOR (n:GRNode) ON (n.group, n.label, n.p_{p})"
         for p in INDEXED_PROPS
     ),
+    # Lucene's English analyzer (lower case, stop words, Porter stemming), BM25 scores
+    "CREATE FULLTEXT INDEX gr_text IF NOT EXISTS FOR (n:GRNode) ON EACH [n.p_text] "
+    "OPTIONS {indexConfig: {`fulltext.analyzer`: 'english'}}",
 )
 
 
@@ -476,6 +483,9 @@ class Neo4jStore(GraphStore):
             for p in INDEXED_PROPS:
                 v = n.props.get(p)
                 row[p] = v if is_scalar(v) else None
+            text = n.props.get("text") if str(n.label) in TEXT_LABELS else None
+            title = n.props.get("document") or n.props.get("title")
+            row["text"] = (f"{title}\n{text}" if title else str(text)) if isinstance(text, str) and text.strip() else None
             node_rows.append(row)
         edge_rows: dict[str, list[dict[str, Any]]] = {}
         for e in edges:
@@ -919,6 +929,32 @@ class Neo4jStore(GraphStore):
             g=group,
         )
         return int(rows[0]["c"]) if rows else 0
+
+    def search_text(self, group: str, query: str, k: int) -> list[tuple[str, float]] | None:
+        # The index holds every group's chunks: ask for more hits than k and keep the
+        # group's, more again while the group's are crowded out (as vector_search does).
+        terms = _LUCENE_TERM.findall(query)
+        if k <= 0 or not terms:
+            return []
+        lucene = " ".join(terms)  # word characters only: no Lucene syntax reaches the parser
+        fetch = k * max(self.oversample, 1)
+        while True:
+            rows = self._query(
+                "full-text search",
+                "CALL db.index.fulltext.queryNodes('gr_text', $q, {limit: $fetch}) YIELD node, score "
+                "WITH collect(CASE WHEN node.group = $g THEN [node.id, score] END) AS mine, count(*) AS seen "
+                "RETURN mine, seen",
+                q=lucene,
+                fetch=fetch,
+                g=group,
+            )
+            mine = [(str(i), float(sc)) for i, sc in rows[0]["mine"]] if rows else []
+            seen = int(rows[0]["seen"]) if rows else 0
+            if len(mine) >= k or seen < fetch:  # enough, or the index has no more matches
+                break
+            fetch *= 8
+        # equal scores by id, so a tie at the k-th place does not depend on the index's order
+        return sorted(mine, key=lambda h: (-h[1], h[0]))[:k]
 
     def vector_search(
         self,
