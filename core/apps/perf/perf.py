@@ -626,7 +626,8 @@ def _raw_query_embed(svc: Any, questions: Sequence[str]) -> list[float]:
 
 
 def query_suite(gr: Any, group: str, questions: Sequence[str], routes: Sequence[str],
-                phase: Callable[[str], None] = lambda _p: None) -> dict[str, Any]:
+                phase: Callable[[str], None] = lambda _p: None,
+                overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Wall latency per route and per stage; the raw query-embedding time beside them.
     ``phase`` is told which part runs next ("raw_embed", then "route:<name>"), so a
     :class:`PhaseSampler` can give each route its own peak RSS.
@@ -644,7 +645,9 @@ def query_suite(gr: Any, group: str, questions: Sequence[str], routes: Sequence[
     spaCy; its call is timed alone too (``routes.<name>.raw_spacy_ms``), before the raw
     embedding, so the route still starts right after an embedding. No target reads it: the
     table prints the route's p50 over both models beside the target's figure, the way the
-    index target counts spaCy as model cost."""
+    index target counts spaCy as model cost.
+
+    ``overrides`` (e.g. ``{"ppr.solver": "push"}``) apply to every route, as ``--set`` does."""
     from graphroute.core.query.runner import run_route
 
     phase("raw_embed")
@@ -655,7 +658,7 @@ def query_suite(gr: Any, group: str, questions: Sequence[str], routes: Sequence[
     cache = getattr(svc, "_query_cache", None)
     for name in routes:
         phase(f"route:{name}")
-        resolved = gr.route(name)
+        resolved = gr.route(name, overrides or None)
         for q in questions[:2]:  # warm: graph export, bm25 index, caches built per store version
             run_route(resolved, q, svc)
         spacy_call = _question_spacy_call(resolved)
@@ -712,7 +715,7 @@ def part_query(args: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"load_average_before": load_average()}
     sampler = PhaseSampler()  # which route holds the memory, when the peak is too high
     gr = _engine(args["store"], args["group"], Path(args["cache"]))
-    res = query_suite(gr, args["group"], args["questions"], args["routes"], phase=sampler)
+    res = query_suite(gr, args["group"], args["questions"], args["routes"], phase=sampler, overrides=args.get("overrides"))
     gr.close()
     out.update(res)
     out["rss_phases"] = sampler.finish()
@@ -853,7 +856,14 @@ PARTS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "scale_index": part_scale_index,
     "write": part_write,
     "drop_group": part_drop_group,
+    "communities": lambda args: _scale_parts().part_communities(args),
 }
+
+
+def _scale_parts() -> Any:
+    from graphroute.core.apps.perf import scale
+
+    return scale
 
 
 def run_part_in_process(name: str, args: dict[str, Any], *, timeout: float | None = None) -> dict[str, Any]:
