@@ -55,7 +55,8 @@ if TYPE_CHECKING:  # scipy is imported where it multiplies: the CLI starts witho
     import scipy.sparse.linalg as spla
 
 DEFAULT_DAMPING = 0.85
-DEFAULT_PUSH_EPS = 1e-6  # see plugins/expanders/local_ppr.py
+DEFAULT_PUSH_EPS = 1e-4  # where the push starts (push_eps)
+MIN_PUSH_EPS = 1e-7  # where push_tolerance stops lowering it
 
 # --------------------------------------------------------------------------- node sets
 
@@ -735,9 +736,15 @@ class PPR(Stage):
         )
         push_eps: float = Field(
             DEFAULT_PUSH_EPS, gt=0.0, le=1e-2,
-            description="solver push: residual per unit of degree left unpushed. Each score is below the "
-            "exact one by at most push_eps x damping / (1 - damping) x the node's degree (the trace's "
-            "error_bound); smaller is closer and reads more of the graph.",
+            description="solver push: residual per unit of degree left unpushed (where it starts, with "
+            "push_tolerance). Each score is below the exact one by at most eps x damping / (1 - damping) x "
+            "the node's degree (the trace's error_bound); smaller is closer and reads more of the graph.",
+        )
+        push_tolerance: float | None = Field(
+            0.2, gt=0.0, le=10.0,
+            description="solver push: lower eps (a third at a time, down to 1e-7) until the certified bound "
+            "is at most this share of the score, in the median over the top_k entities and chunks; null: "
+            "stop at push_eps.",
         )
         tol: float = Field(
             1e-10, gt=0.0, le=1e-2,

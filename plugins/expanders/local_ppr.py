@@ -56,7 +56,7 @@ from graphroute.core.api.store import GraphStore, cache_token
 from graphroute.core.lib.entities import ENTITY_ID_PREFIX
 from graphroute.core.lib.topk import largest
 
-from .graph import DEFAULT_PUSH_EPS, NodeMass, _scored, budget_cut, settle_ties
+from .graph import DEFAULT_PUSH_EPS, MIN_PUSH_EPS, NodeMass, _scored, budget_cut, settle_ties
 
 if TYPE_CHECKING:
     from .graph import PPR
@@ -178,6 +178,7 @@ class LocalPPR:
     seeds_in_graph: int  # seeds with at least one typed edge
     nodes_pushed: int = 0  # distinct nodes pushed at least once
     rows_pushed: int = 0  # the rows of those nodes (the rest of rows_read only told a degree)
+    eps: float = DEFAULT_PUSH_EPS  # the eps the push ended at
 
     @property
     def nodes_touched(self) -> int:
@@ -318,6 +319,28 @@ class _Walk:
             self.known[: len(self.ids)] += np.bincount(dst, weights=w, minlength=len(self.ids))
             self.read[part] = True
 
+    def relative_bound(
+        self, eps: float, d: float, k: int, store: GraphStore, group: str, paths: Paths, types: list[str],
+        cache: dict[str, tuple[float, str]],
+    ) -> float:
+        """The median, over the ``k`` best entities and the ``k`` best chunks by their current
+        estimate, of the bound the push certifies at ``eps`` divided by the estimate (their
+        degrees counted first where a node was never counted)."""
+        n = len(self.ids)
+        est = self.q[:n] + self.r[:n]
+        picked = []
+        for label in (ENTITY, CHUNK):
+            kind = np.fromiter((lb == label for lb in self.labels), dtype=bool, count=n)
+            picked.append(largest(est, np.flatnonzero(kind & (est > 0)), k))
+        top = np.concatenate(picked)
+        if not len(top):
+            return 0.0
+        fresh = top[~self.counted[top]]
+        if len(fresh):
+            self.count_degrees(store, group, fresh, paths, types, cache)
+        # the unnormalised bound eps d deg / (1 - d) against the unnormalised estimate
+        return float(np.median(eps * d * self.deg[top] / ((1.0 - d) * est[top])))
+
     def spread(self, nodes: np.ndarray, shares: np.ndarray) -> np.ndarray:
         """``sum_u shares[u] * A[:, u]`` over ``nodes`` (read ones), as a dense vector."""
         count = self.count[nodes]
@@ -352,15 +375,24 @@ def push_pagerank(
     *,
     damping: float,
     eps: float = DEFAULT_PUSH_EPS,
+    tolerance: float | None = None,
+    top_k: int = 10,
+    min_eps: float = MIN_PUSH_EPS,
     max_rounds: int = 10_000,
 ) -> LocalPPR:
     """Approximate personalised PageRank from weighted seeds by forward push, reading the
-    store a frontier at a time (see the module docstring for the bound it certifies)."""
+    store a frontier at a time (see the module docstring for the bound it certifies).
+
+    With ``tolerance``, the push goes on at a third of ``eps`` at a time (down to
+    ``min_eps``) until the bound it certifies is at most ``tolerance`` of the score, in the
+    median over the ``top_k`` best entities and the ``top_k`` best chunks: a corpus where the
+    seeds' mass is thin (many seeds, large degrees) is pushed further than one where the
+    ranked nodes stand out, for the same relative accuracy of what is ranked."""
     walk = _Walk()
     weights = np.asarray(seed_weights, dtype=np.float64)
     total = float(weights.sum())
     if total <= 0 or not len(seed_ids):
-        return LocalPPR([], [], np.zeros(0), 0, 0, 0, 0, 0, 0, 0, 0.0, 0.0, 0.0, 0)
+        return LocalPPR([], [], np.zeros(0), 0, 0, 0, 0, 0, 0, 0, 0.0, 0.0, 0.0, 0, eps=eps)
     seeds = walk.touch(list(seed_ids))
     np.add.at(walk.r, seeds, weights / total)
     types = paths.edge_types()
@@ -375,7 +407,10 @@ def push_pagerank(
         bound = np.where(counted, walk.deg[:n], walk.known[:n])
         cand = np.flatnonzero((r > 0) & (r >= eps * bound))
         if not len(cand):
-            break
+            if tolerance is None or eps <= min_eps or walk.relative_bound(eps, d, top_k, store, group, paths, types, cache) <= tolerance:
+                break
+            eps = max(eps / 3.0, min_eps)
+            continue
         uncounted = cand[~counted[cand]]
         if len(uncounted):
             walk.count_degrees(store, group, uncounted, paths, types, cache)
@@ -420,6 +455,7 @@ def push_pagerank(
         seeds_in_graph=int((walk.deg[np.unique(seeds)] > 0).sum()),
         nodes_pushed=int(pushed.sum()),
         rows_pushed=int(walk.count[: len(pushed)][pushed].sum()),
+        eps=eps,
     )
 
 
@@ -430,7 +466,8 @@ def run_push(stage: PPR, state: QueryState, ctx: StageContext, seed_ids: Sequenc
     store = ctx.services.store
     w = stage.weights()
     paths = Paths(w.entity, w.section, w.similar, w.shares, w.hub, w.mentions)
-    res = push_pagerank(store, state.group, seed_ids, seed_weights, paths, damping=damping, eps=p.push_eps)
+    res = push_pagerank(store, state.group, seed_ids, seed_weights, paths, damping=damping, eps=p.push_eps,
+                        tolerance=p.push_tolerance, top_k=p.top_k)
     mass = settle_ties(res.scores)
     n = len(res.ids)
     is_ent = np.fromiter((x.startswith(ENTITY_ID_PREFIX) for x in res.ids), dtype=bool, count=n)
@@ -452,7 +489,7 @@ def run_push(stage: PPR, state: QueryState, ctx: StageContext, seed_ids: Sequenc
             "solver": "push",
             "engine": f"forward push, reads from the {getattr(store, 'backend', '') or 'store'} store",
             "converged": True,
-            "eps": p.push_eps,
+            "eps": res.eps,
             "error_bound": res.error_bound,
             "l1_error_bound": round(res.l1_error_bound, 8),
             "nodes_touched": res.nodes_touched,

@@ -31,7 +31,7 @@ def _top_chunks(state: QueryState, k: int) -> list[str]:
     return [c for c, _ in top(k)] if callable(top) else []
 
 
-def compare_ppr_stage(base: type, rows: list[dict[str, Any]], *, eps: float, k: int) -> type:
+def compare_ppr_stage(base: type, rows: list[dict[str, Any]], *, eps: float, k: int, tolerance: float | None = -1.0) -> type:
     """A subclass of the ppr stage ``base`` that, before running as configured, ranks the
     question's seeds with the exact solver and with the push and appends the comparison to
     ``rows``."""
@@ -44,7 +44,8 @@ def compare_ppr_stage(base: type, rows: list[dict[str, Any]], *, eps: float, k: 
             ranked: dict[str, tuple[list[str], list[str]]] = {}
             for name, params in (
                 ("exact", p.model_copy(update={"solver": exact_solver, "top_k": k, "budget": 1.0})),
-                ("push", p.model_copy(update={"solver": "push", "push_eps": eps, "top_k": k, "budget": 1.0})),
+                ("push", p.model_copy(update={"solver": "push", "push_eps": eps, "top_k": k, "budget": 1.0,
+                                              **({} if tolerance == -1.0 else {"push_tolerance": tolerance})})),
             ):
                 probe = replace(state, seeds=list(state.seeds), seed_arrays=list(state.seed_arrays),
                                 entities=[], node_scores={})
@@ -54,7 +55,7 @@ def compare_ppr_stage(base: type, rows: list[dict[str, Any]], *, eps: float, k: 
                 out[f"{name}_ms"] = (time.perf_counter() - t) * 1000.0
                 ranked[name] = ([e.id for e in probe.entities], _top_chunks(probe, k))
                 if name == "push":
-                    for key in ("nodes_touched", "nodes_read", "rows_read", "rounds", "error_bound", "l1_error_bound"):
+                    for key in ("nodes_touched", "nodes_read", "rows_read", "rounds", "eps", "error_bound", "l1_error_bound"):
                         out[key] = pctx.stats.get(key)
             (ex_e, ex_c), (pu_e, pu_c) = ranked["exact"], ranked["push"]
             out["entity_overlap"] = len(set(ex_e) & set(pu_e)) / len(ex_e) if ex_e else None
@@ -66,13 +67,15 @@ def compare_ppr_stage(base: type, rows: list[dict[str, Any]], *, eps: float, k: 
     return ComparedPPR
 
 
-def with_compared_ppr(route: ResolvedRoute, rows: list[dict[str, Any]], *, eps: float, k: int) -> ResolvedRoute:
+def with_compared_ppr(
+    route: ResolvedRoute, rows: list[dict[str, Any]], *, eps: float, k: int, tolerance: float | None = -1.0
+) -> ResolvedRoute:
     """``route`` with every ``ppr`` stage replaced by :func:`compare_ppr_stage`."""
 
     def swap(rs: ResolvedStage) -> ResolvedStage:
         if rs.cls.name != "ppr" or not rs.spec.enabled:
             return rs
-        return replace(rs, cls=compare_ppr_stage(rs.cls, rows, eps=eps, k=k))
+        return replace(rs, cls=compare_ppr_stage(rs.cls, rows, eps=eps, k=k, tolerance=tolerance))
 
     entries = [
         replace(e, branches=[[swap(rs) for rs in b] for b in e.branches]) if isinstance(e, ResolvedParallel) else swap(e)
@@ -86,16 +89,18 @@ def _mean(values: Sequence[float | None]) -> float | None:
     return round(statistics.fmean(real), 4) if real else None
 
 
-def ppr_equivalence(gr: Any, routes: Sequence[str], questions: Sequence[str], *, eps: float, k: int = 10) -> dict[str, Any]:
+def ppr_equivalence(
+    gr: Any, routes: Sequence[str], questions: Sequence[str], *, eps: float, k: int = 10, tolerance: float | None = -1.0
+) -> dict[str, Any]:
     """Per route: the comparison of every question whose route reached its ppr stage, and
     their means (``graphroute perf ppr-equivalence`` prints them)."""
     from graphroute.core.query.runner import run_route
 
     services = gr.services()
-    out: dict[str, Any] = {"eps": eps, "k": k, "backend": getattr(gr.store, "backend", ""), "routes": {}}
+    out: dict[str, Any] = {"eps": eps, "k": k, "tolerance": None if tolerance == -1.0 else tolerance, "backend": getattr(gr.store, "backend", ""), "routes": {}}
     for name in routes:
         rows: list[dict[str, Any]] = []
-        route = with_compared_ppr(gr.route(name), rows, eps=eps, k=k)
+        route = with_compared_ppr(gr.route(name), rows, eps=eps, k=k, tolerance=tolerance)
         for q in questions:
             run_route(route, q, services)
         def col(key: str, rows: list[dict[str, Any]] = rows) -> list[Any]:
@@ -108,6 +113,7 @@ def ppr_equivalence(gr: Any, routes: Sequence[str], questions: Sequence[str], *,
             "chunk_overlap_mean": _mean(col("chunk_overlap")),
             "same_entity_order": sum(bool(v) for v in col("same_entity_order")),
             "nodes_touched_p50": statistics.median(col("nodes_touched")) if rows else None,
+            "eps_p50": statistics.median(col("eps")) if rows else None,
             "rows_read_p50": statistics.median(col("rows_read")) if rows else None,
             "exact_ms_p50": round(statistics.median(col("exact_ms")), 2) if rows else None,
             "push_ms_p50": round(statistics.median(col("push_ms")), 2) if rows else None,

@@ -167,6 +167,7 @@ def ppr_equivalence(
     questions: Annotated[int, typer.Option("--questions", min=1)] = 100,
     questions_file: Annotated[Path | None, typer.Option("--questions-file", help="HippoRAG JSON; default: the generated corpus's")] = None,
     eps: Annotated[float | None, typer.Option("--eps", help="push_eps; default the ppr stage's")] = None,
+    tolerance: Annotated[float | None, typer.Option("--tolerance", help="push_tolerance; 0: none; default the stage's")] = None,
     as_json: JsonOpt = False,
     out_file: OutOpt = None,
 ) -> None:
@@ -176,7 +177,8 @@ def ppr_equivalence(
 
     gr = _engine(store, group)
     qs = _questions(gr, group, questions, questions_file)
-    result = compare(gr, route or ["route2_local", "route5_unified"], qs, eps=eps or DEFAULT_PUSH_EPS)
+    tol: float | None = -1.0 if tolerance is None else (tolerance or None)
+    result = compare(gr, route or ["route2_local", "route5_unified"], qs, eps=eps or DEFAULT_PUSH_EPS, tolerance=tol)
     gr.close()
     _print(result, as_json, out_file)
 
