@@ -32,10 +32,20 @@ edge sums to one, so ``1^T y = |s_isolated| + |s_rest| / (1 - d)``. The work is 
 the graph volume ``1 / (eps (1 - d))`` of the pushed nodes whatever the corpus's size
 (Andersen, Chung and Lang, Theorem 1).
 
-**Reading only what is pushed.** A node's degree is known once its neighbourhood is read.
-Before that, the weights of its edges to nodes already read are a lower bound ``L(v) <=
-deg(v)``; a node is read only when ``r[v] >= eps L(v)``, i.e. when it may need a push. So
-every node ends with ``r < eps deg``, read or not, and the bound above holds.
+**Reading only what is pushed.** A node's degree is counted in the store
+(:meth:`GraphStore.neighbour_counts`: the expansion stays in the database) before its edges
+are read, and only a node that is pushed has its edges read
+(:meth:`GraphStore.neighbours`). Before a node is counted, the weights of its edges to
+nodes already read are a lower bound ``L(v) <= deg(v)``; it is counted only when ``r[v] >=
+eps L(v)``, i.e. when it may need a push. So every node ends with ``r < eps deg``, counted
+or not, and the bound above holds. Degrees counted are kept between questions for the store
+version (:class:`DegreeCache`, bounded): a hub is counted once, not by every question.
+
+**How far to push** (``push_tolerance``). The bound is per unit of degree, and what a
+route ranks may have small scores next to its degree (many seeds of thin mass): the push
+starts at ``push_eps`` and, while the bound over the ranked entities and chunks is more than
+``push_tolerance`` of their scores (median), goes on at a third of eps, resuming from its
+residual (nothing is redone).
 
 The walk's node kinds are the typed graph's: entities, text chunks and sections (sentence
 mentions are not part of it; the store filters them by the far end's label).
