@@ -856,19 +856,15 @@ PARTS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "scale_index": part_scale_index,
     "write": part_write,
     "drop_group": part_drop_group,
-    "communities": lambda args: _scale_parts().part_communities(args),
 }
 
 
-def _scale_parts() -> Any:
-    from graphroute.core.apps.perf import scale
-
-    return scale
-
-
-def run_part_in_process(name: str, args: dict[str, Any], *, timeout: float | None = None) -> dict[str, Any]:
-    """Run one part in a fresh interpreter; its last stdout line is the JSON result."""
-    cmd = [sys.executable, "-m", "graphroute.core.apps.perf.perf", "part", name, json.dumps(args)]
+def run_part_in_process(
+    name: str, args: dict[str, Any], *, timeout: float | None = None, module: str = "graphroute.core.apps.perf.perf"
+) -> dict[str, Any]:
+    """Run one part of ``module`` (whose ``__main__`` calls :func:`part_main`) in a fresh
+    interpreter; its last stdout line is the JSON result."""
+    cmd = [sys.executable, "-m", module, "part", name, json.dumps(args)]
     t = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=offline_env(), timeout=timeout, check=False)
     if proc.returncode != 0:
@@ -1195,15 +1191,15 @@ def table_rows(r: dict[str, Any]) -> list[tuple[str, str, str]]:
     return rows
 
 
-def _main(argv: list[str]) -> int:
-    """``python -m graphroute.core.apps.perf.perf part NAME JSON_ARGS`` (used by run_part_in_process)."""
-    if len(argv) == 3 and argv[0] == "part" and argv[1] in PARTS:
-        res = PARTS[argv[1]](json.loads(argv[2]))
+def part_main(argv: list[str], parts: Mapping[str, Callable[[dict[str, Any]], dict[str, Any]]] = PARTS) -> int:
+    """``python -m MODULE part NAME JSON_ARGS`` (used by run_part_in_process)."""
+    if len(argv) == 3 and argv[0] == "part" and argv[1] in parts:
+        res = parts[argv[1]](json.loads(argv[2]))
         sys.stdout.write("\n" + json.dumps(res) + "\n")
         return 0
-    sys.stderr.write("usage: python -m graphroute.core.apps.perf.perf part {" + ",".join(PARTS) + "} JSON\n")
+    sys.stderr.write("usage: python -m MODULE part {" + ",".join(parts) + "} JSON\n")
     return 2
 
 
 if __name__ == "__main__":
-    raise SystemExit(_main(sys.argv[1:]))
+    raise SystemExit(part_main(sys.argv[1:]))

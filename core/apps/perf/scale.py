@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -157,7 +158,7 @@ def communities(store: StoreOpt, group: GroupOpt, as_json: JsonOpt = False, out_
     """The communities index step alone on a group, in a fresh process: time and peak RSS."""
     from graphroute.core.apps.perf.perf import run_part_in_process
 
-    _print(run_part_in_process("communities", {"store": store, "group": group}), as_json, out_file)
+    _print(run_part_in_process("communities", {"store": store, "group": group}, module=__name__), as_json, out_file)
 
 
 def ppr_equivalence(
@@ -189,3 +190,9 @@ def register(app: typer.Typer) -> None:
     app.command("scale-query")(scale_query)
     app.command("communities")(communities)
     app.command("ppr-equivalence")(ppr_equivalence)
+
+
+if __name__ == "__main__":
+    from graphroute.core.apps.perf.perf import part_main
+
+    raise SystemExit(part_main(sys.argv[1:], {"communities": part_communities}))
