@@ -283,10 +283,7 @@ def write_graph(store: Any, group: str, spec: GraphSpec, *, log: Callable[[str],
     # 2. documents (the indexer's skeletons) with their mentions, co-occurrences and vectors
     t = time.perf_counter()
     profile = load_index_profile(None)
-    pp = profile.parse
-    limits = ParseLimits(chunk_max_tokens=pp.chunk_max_tokens, min_sentence_chars=pp.min_sentence_chars,
-                         min_sentence_words=pp.min_sentence_words, label_prefix=pp.label_prefix,
-                         cross_chunk_dedup=pp.cross_chunk_dedup)
+    limits = ParseLimits.of(profile.parse)
     spans_of: dict[str, list[tuple[int, int]]] = {}
 
     def split(texts: Sequence[str]) -> list[list[tuple[int, int]]]:

@@ -760,10 +760,7 @@ def part_write(args: dict[str, Any]) -> dict[str, Any]:
 
     corpus = synthetic_corpus(args["sentences"], groups=args.get("groups", 4))
     profile = load_index_profile(None)
-    p = profile.parse
-    limits = ParseLimits(chunk_max_tokens=p.chunk_max_tokens, min_sentence_chars=p.min_sentence_chars,
-                         min_sentence_words=p.min_sentence_words, label_prefix=p.label_prefix,
-                         cross_chunk_dedup=p.cross_chunk_dedup)
+    limits = ParseLimits.of(profile.parse)
     from graphroute.core.api.components import Block, SourceDocument
     from graphroute.core.index.skeleton import plan_document
 
