@@ -46,7 +46,7 @@ from graphroute.core.lib.entities import ENTITY_ID_PREFIX, is_entity_id, normali
 from graphroute.core.lib.graph import adjacency
 from graphroute.core.lib.layout import boxes_in, layout_of
 from graphroute.core.lib.topk import largest, ranked_top
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from .mentions import chunks_in_order
 
@@ -751,6 +751,14 @@ class PPR(Stage):
             description="solver power: L1 change that stops the iteration; solver cg: bound on the L1 error that stops it.",
         )
         max_iter: int = Field(200, ge=1, le=10_000, description="solvers power and cg: upper bound on iterations.")
+
+        @model_validator(mode="after")
+        def _push_paths(self) -> PPR.Params:
+            # the push reads the five typed paths from the store; the own-page (title) edges are
+            # built in the client from the whole group's titles, which the push must not export
+            if self.solver == "push" and self.weight_title > 0:
+                raise ValueError("solver push does not read the own-page edges: set weight_title: 0 with it")
+            return self
 
     params: Params
 

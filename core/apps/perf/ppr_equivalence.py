@@ -40,7 +40,8 @@ def compare_ppr_stage(base: type, rows: list[dict[str, Any]], *, eps: float, k: 
         def run(self, state: QueryState, ctx: StageContext) -> None:
             p = self.params
             exact_solver = p.solver if p.solver != "push" else "direct"
-            out: dict[str, Any] = {"question": state.question, "exact_solver": exact_solver}
+            # weight_title: the exact solve keeps the route's own-page edges, which the push does not read
+            out: dict[str, Any] = {"question": state.question, "exact_solver": exact_solver, "weight_title": p.weight_title}
             ranked: dict[str, tuple[list[str], list[str]]] = {}
             for name, params in (
                 ("exact", p.model_copy(update={"solver": exact_solver, "top_k": k, "budget": 1.0})),
