@@ -24,6 +24,12 @@ from typing import Any, Literal, NamedTuple, TypeVar
 
 import numpy as np
 from graphroute.core.api.models import Edge, Node
+from graphroute.core.api.neighbourhood import (
+    NeighbourCounts,
+    Neighbourhood,
+    counts_of,
+    neighbourhood_of,
+)
 from graphroute.core.errors import StoreError
 
 Direction = Literal["out", "in", "both"]
@@ -364,6 +370,34 @@ class GraphStore(ABC):
     ) -> list[Edge]:
         """Edges touching ``ids`` (as source for "out", target for "in")."""
 
+    def neighbours(
+        self,
+        group: str,
+        ids: Sequence[str],
+        types: Collection[str],
+        *,
+        other_labels: Collection[str] | None = None,
+        first_docs: int | None = None,
+    ) -> Neighbourhood:
+        """The edges of ``types`` around ``ids``, either direction, with the label and
+        document of each edge's other end (of ``other_labels`` only, when given): what a
+        walk over the graph reads a frontier at a time instead of exporting the group.
+
+        With ``first_docs``, each asked node keeps only the rows whose other end belongs to
+        one of its first ``first_docs`` documents (by ``doc_id``; ends without a document
+        are dropped): a bounded, deterministic slice of a hub's neighbourhood.
+
+        The default reads :meth:`edges_of` and :meth:`get_nodes`; a backend answers it with
+        one indexed query per batch of ids."""
+        id_list = list(dict.fromkeys(ids))
+        if not id_list or not types:
+            return Neighbourhood({n.id: str(n.label) for n in self.get_nodes(group, id_list)})
+        edges = self.edges_of(group, id_list, types, "both")
+        ends = {x for e in edges for x in (e.src, e.dst)} | set(id_list)
+        nodes = {n.id: n for n in self.get_nodes(group, sorted(ends))}
+        labels = {i: str(nodes[i].label) for i in id_list if i in nodes}
+        return neighbourhood_of(id_list, labels, edges, nodes, other_labels, first_docs)
+
     @abstractmethod
     def iter_edges(self, group: str, types: Collection[str] | None = None) -> Iterator[Edge]:
         """Every edge of the group (of ``types``): a whole-group scan, with the same
@@ -390,6 +424,42 @@ class GraphStore(ABC):
     @abstractmethod
     def all_vectors(self, group: str, space: str) -> tuple[list[str], np.ndarray]:
         """Every (id, vector) of a space: input of kNN edge builders."""
+
+    def neighbour_counts(
+        self, group: str, ids: Sequence[str], types: Collection[str], *, other_labels: Collection[str] | None = None
+    ) -> NeighbourCounts:
+        """:meth:`neighbours`' rows counted per (node, edge type, other end's label): a
+        node's degree without its edges (a hub's thousands of rows stay in the database).
+        The default counts :meth:`neighbours`; a backend counts in its query."""
+        return counts_of(self.neighbours(group, ids, types, other_labels=other_labels))
+
+    def search_text(self, group: str, query: str, k: int) -> list[tuple[str, float]] | None:
+        """The group's TextChunks best matching ``query`` by the backend's full-text index
+        (BM25 as it scores it), at most ``k``, best first; None when the backend keeps no
+        text index (the embedded store), and a caller ranks in the client."""
+        return None
+
+    def count_nodes(self, group: str, label: str) -> int:
+        """How many nodes of ``label`` the group holds. The default counts a scan; a backend
+        counts its (group, label) index."""
+        return sum(1 for _ in self.iter_nodes(group, label))
+
+    def detect_communities(
+        self,
+        group: str,
+        label: str,
+        edge_weights: Mapping[str, float],
+        *,
+        algorithm: str,
+        resolution: float,
+        seed: int,
+    ) -> dict[str, int] | None:
+        """The community of every node of ``label`` over the edges of ``edge_weights``' types
+        (each edge's weight times its ``count`` or ``similarity`` property), detected inside
+        the database where a backend can (Neo4j Graph Data Science, for one); None when it
+        cannot, and the communities index step detects them on the client from the entity
+        layer it reads. No built-in backend does."""
+        return None
 
     @abstractmethod
     def counts(self, group: str) -> dict[str, dict[str, int]]:

@@ -197,12 +197,7 @@ class Indexer:
     def _limits(self) -> Any:
         from graphroute.core.index.skeleton import ParseLimits
 
-        p = self.profile.parse
-        return ParseLimits(
-            chunk_max_tokens=p.chunk_max_tokens, min_sentence_chars=p.min_sentence_chars,
-            min_sentence_words=p.min_sentence_words, label_prefix=p.label_prefix,
-            cross_chunk_dedup=p.cross_chunk_dedup, chunk_label=p.chunk_label,
-        )
+        return ParseLimits.of(self.profile.parse)
 
     # ------------------------------------------------------------------ the run
     def index_paths(

@@ -194,6 +194,15 @@ class ParseLimits:
     cross_chunk_dedup: bool = True
     chunk_label: str = "heading"
 
+    @classmethod
+    def of(cls, parse: Any) -> ParseLimits:
+        """The limits of an index profile's ``parse`` settings."""
+        return cls(
+            chunk_max_tokens=parse.chunk_max_tokens, min_sentence_chars=parse.min_sentence_chars,
+            min_sentence_words=parse.min_sentence_words, label_prefix=parse.label_prefix,
+            cross_chunk_dedup=parse.cross_chunk_dedup, chunk_label=parse.chunk_label,
+        )
+
 
 @dataclass
 class DocumentSkeleton:

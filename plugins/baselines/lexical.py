@@ -12,10 +12,10 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
-from graphroute.core.api.models import Evidence, Label
+from graphroute.core.api.models import Evidence, Label, Node
 from graphroute.core.api.stage import QueryState, Slot, Stage, StageContext, StageKind, StageParams
 from graphroute.core.api.store import GraphStore, cache_token
 from graphroute.core.hookspecs import hookimpl
@@ -68,27 +68,24 @@ def _chunk_records(store: GraphStore, group: str) -> list[_ChunkRecord]:
     titles: dict[str, str] = {}
     for doc in store.iter_nodes(group, Label.DOCUMENT):
         titles[doc.id] = str(doc.props.get("title") or "")
-    out: list[_ChunkRecord] = []
-    for node in store.iter_nodes(group, Label.CHUNK):
-        text = str(node.props.get("text") or "")
-        if not text.strip():
-            continue
-        doc_id = node.doc_id or str(node.props.get("document_id") or "")
-        title = titles.get(doc_id) or str(node.props.get("document") or node.props.get("title") or "")
-        page = node.props.get("page")
-        out.append(
-            _ChunkRecord(
-                id=node.id,
-                text=text,
-                document=title,
-                document_id=doc_id,
-                section_path=str(node.props.get("section_path") or ""),
-                page=page if isinstance(page, int) else None,
-                layout=layout_of(node.props),
-            )
-        )
+    out = [r for r in (_record(node, titles) for node in store.iter_nodes(group, Label.CHUNK)) if r.text.strip()]
     out.sort(key=lambda r: r.id)
     return out
+
+
+def _record(node: Node, titles: dict[str, str]) -> _ChunkRecord:
+    """A chunk node as the search shows it (its document's title, else the one it carries)."""
+    doc_id = node.doc_id or str(node.props.get("document_id") or "")
+    page = node.props.get("page")
+    return _ChunkRecord(
+        id=node.id,
+        text=str(node.props.get("text") or ""),
+        document=titles.get(doc_id) or str(node.props.get("document") or node.props.get("title") or ""),
+        document_id=doc_id,
+        section_path=str(node.props.get("section_path") or ""),
+        page=page if isinstance(page, int) else None,
+        layout=layout_of(node.props),
+    )
 
 
 def lexical_index(store: GraphStore, group: str, *, include_title: bool, k1: float, b: float) -> _LexicalIndex:
@@ -150,36 +147,44 @@ class BM25Search(Stage):
         )
         k1: float = Field(1.5, ge=0.0, le=10.0, description="BM25 term-frequency saturation (bm25s default)")
         b: float = Field(0.75, ge=0.0, le=1.0, description="BM25 length normalisation (bm25s default)")
+        engine: Literal["auto", "client"] = Field(
+            "auto",
+            description="auto: the store's own full-text index where it keeps one (Neo4j: Lucene's English "
+            "analyzer and BM25, always with the title; k1 and b are the index's), else bm25s in the client; "
+            "client: always bm25s over an index of the group's chunks built in the client.",
+        )
 
     params: Params
 
     def run(self, state: QueryState, ctx: StageContext) -> None:
         p = self.params
-        index = lexical_index(ctx.services.store, ctx.group, include_title=p.include_title, k1=p.k1, b=p.b)
+        store = ctx.services.store
+        found = store.search_text(ctx.group, state.question, p.top_k) if p.engine == "auto" else None
+        if found is not None:  # ranked in the database: nothing of the group is held here
+            nodes = {n.id: n for n in store.get_nodes(ctx.group, [i for i, _ in found])}
+            hits = [self._evidence(_record(nodes[i], {}), score) for i, score in found if i in nodes]
+            self._add(state, hits)
+            ctx.stats.update({"engine": "store full-text index", "hits": len(hits)})
+            return
+        index = lexical_index(store, ctx.group, include_title=p.include_title, k1=p.k1, b=p.b)
+        ctx.stats["engine"] = "bm25s in the client"
         ctx.stats["indexed_chunks"] = len(index.chunks)
         ctx.stats["query_terms"] = len(_tokenize([state.question], index.stemmer)[0])
-        hits: list[Evidence] = []
-        for i, score in ranked_scores(index, state.question, p.top_k):
-            c = index.chunks[i]
-            hits.append(
-                Evidence(
-                    id=c.id,
-                    text=c.text,
-                    score=score,
-                    kind="chunk",
-                    document=c.document,
-                    document_id=c.document_id,
-                    section_path=c.section_path,
-                    source=self.name,
-                    page=c.page,
-                    boxes=boxes_in(c.layout),
-                    chunk_id=c.id,
-                    metadata={"layout": c.layout} if c.layout else {},
-                )
-            )
+        hits = [self._evidence(index.chunks[i], score) for i, score in ranked_scores(index, state.question, p.top_k)]
+        self._add(state, hits)
+        ctx.stats["hits"] = len(hits)
+
+    def _evidence(self, c: _ChunkRecord, score: float) -> Evidence:
+        return Evidence(
+            id=c.id, text=c.text, score=score, kind="chunk", document=c.document, document_id=c.document_id,
+            section_path=c.section_path, source=self.name, page=c.page, boxes=boxes_in(c.layout), chunk_id=c.id,
+            metadata={"layout": c.layout} if c.layout else {},
+        )
+
+    @staticmethod
+    def _add(state: QueryState, hits: list[Evidence]) -> None:
         known = {e.id for e in state.evidence}
         state.evidence.extend(e for e in hits if e.id not in known)
-        ctx.stats["hits"] = len(hits)
 
 
 @hookimpl

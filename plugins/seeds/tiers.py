@@ -18,7 +18,7 @@ import re
 import threading
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from itertools import chain
 from typing import Any, Literal
 
@@ -42,6 +42,8 @@ from graphroute.core.lib.topk import largest
 from graphroute.plugins.baselines.lexical import lexical_hits
 from pydantic import BaseModel, ConfigDict, Field
 
+from .communities import documents, most_mentioned
+
 TIERS: tuple[str, ...] = ("entity", "structural", "thematic")
 TIER_KEYS: dict[str, str] = {"entity": "w1", "structural": "w2", "thematic": "w3"}
 PASSAGE_TIER = "passage"  # optional fourth input (passage_seeds): not part of the reference's three tiers
@@ -60,49 +62,33 @@ def content_words(text: str, min_chars: int = 4) -> list[str]:
 # --------------------------------------------------------------------------- tier 2
 
 
-@dataclass(frozen=True)
-class SectionMembers:
-    """Each TextChunk's Section (IN_SECTION) and each Section's chunks, for one store version."""
-
-    section_of: Mapping[str, str]
-    chunks_of: Mapping[str, tuple[str, ...]]
-
-
-def section_members(store: GraphStore, group: str) -> SectionMembers:
-    """The group's :class:`SectionMembers`, built once per store version: structural_seeds
-    asked the store for both per question (~4 ms of SQL a MuSiQue question)."""
-    from graphroute.plugins.expanders.graph import node_ids
-
-    def build() -> SectionMembers:
-        chunk_set = node_ids(store, group, Label.CHUNK)
-        section_of: dict[str, str] = {}
-        chunks_of: dict[str, list[str]] = defaultdict(list)
-        for e in store.iter_edges(group, [EdgeType.IN_SECTION]):
-            if e.src in chunk_set:
-                section_of.setdefault(e.src, e.dst)
-                chunks_of[e.dst].append(e.src)
-        return SectionMembers(section_of, {sec: tuple(cs) for sec, cs in chunks_of.items()})
-
-    return per_version(store, group, "section_members", build)
-
-
 def section_of_chunks(store: GraphStore, group: str, chunk_ids: Sequence[str]) -> dict[str, str]:
-    """chunk id -> its Section id (IN_SECTION)."""
-    section_of = section_members(store, group).section_of
-    return {c: section_of[c] for c in dict.fromkeys(chunk_ids) if c in section_of}
+    """chunk id -> its Section id (IN_SECTION), read for these chunks alone."""
+    asked = list(dict.fromkeys(chunk_ids))
+    nb = store.neighbours(group, asked, [EdgeType.IN_SECTION], other_labels=[Label.SECTION])
+    found: dict[str, str] = {}
+    for c, sec in zip(nb.node, nb.other, strict=True):
+        if nb.labels.get(c) == Label.CHUNK:
+            found.setdefault(c, sec)
+    return {c: found[c] for c in asked if c in found}
 
 
 def section_entities(store: GraphStore, group: str, section_ids: Sequence[str]) -> dict[str, dict[str, int]]:
-    """section id -> {entity id: mentions in the section's chunks} (section -> chunks -> entities)."""
-    from graphroute.plugins.expanders.graph import chunk_mentions
-
-    members = section_members(store, group)
-    mentions = chunk_mentions(store, group)
+    """section id -> {entity id: mentions in the section's chunks} (section -> chunks ->
+    entities), read for these sections alone: two bounded store reads, no group-wide map."""
+    members = store.neighbours(group, list(dict.fromkeys(section_ids)), [EdgeType.IN_SECTION], other_labels=[Label.CHUNK])
+    chunks_of: dict[str, list[str]] = defaultdict(list)
+    for sec, c in zip(members.node, members.other, strict=True):
+        chunks_of[sec].append(c)
+    mentions = store.neighbours(group, list(dict.fromkeys(members.other)), [EdgeType.MENTIONS], other_labels=[Label.ENTITY])
+    entities_of: dict[str, dict[str, None]] = defaultdict(dict)  # a chunk's entities, once each
+    for c, ent in zip(mentions.node, mentions.other, strict=True):
+        entities_of[c][ent] = None
     out: dict[str, dict[str, int]] = {}
     for sec in section_ids:
         counts: dict[str, int] = defaultdict(int)
-        for c in members.chunks_of.get(sec, ()):
-            for ent in mentions.entities_of(c):
+        for c in dict.fromkeys(chunks_of.get(sec, ())):
+            for ent in entities_of.get(c, ()):
                 counts[ent] += 1
         out[sec] = dict(counts)
     return out
@@ -218,37 +204,9 @@ def _build_title_index(store: GraphStore, group: str) -> dict[str, list[str]]:
 # --------------------------------------------------------------------------- tier 3
 
 
-@dataclass(frozen=True)
-class CommunityProfile:
-    """What Tier 3 needs of each community, built in one pass over the group."""
-
-    members: dict[str, list[str]]  # community id -> members, most mentioned first (ties by id)
-    documents: dict[str, int]  # community id -> documents its members are mentioned in
-    group_documents: int
-
-
-def community_profile(store: GraphStore, group: str) -> CommunityProfile:
-    """Members by mentions and document spans of every community, built once per store
-    version (like the graph export): a community only changes when the group is re-indexed,
-    and building one community per query cost 50-200 ms for MuSiQue's 400-member ones."""
-    return per_version(store, group, "community_profile", lambda: _build_community_profile(store, group))
-
-
-def _build_community_profile(store: GraphStore, group: str) -> CommunityProfile:
-    mentions: dict[str, float] = {}
-    for node in store.iter_nodes(group, Label.ENTITY):
-        mentions[node.id] = float(node.props.get("mention_count") or 0)
-    members: dict[str, list[str]] = defaultdict(list)
-    for e in store.iter_edges(group, [EdgeType.BELONGS_TO]):
-        members[e.dst].append(e.src)
-    docs_of: dict[str, set[str]] = defaultdict(set)
-    for e in store.iter_edges(group, [EdgeType.MENTIONS]):
-        if e.doc_id:
-            docs_of[e.dst].add(e.doc_id)
-    spans = {c: len(set().union(*(docs_of.get(m, set()) for m in ms))) for c, ms in members.items()}
-    ranked = {c: sorted(ms, key=lambda m: (-mentions.get(m, 0.0), m)) for c, ms in members.items()}
-    n_docs = int(store.counts(group).get("nodes", {}).get(Label.DOCUMENT.value, 0))
-    return CommunityProfile(ranked, spans, n_docs)
+def document_count(store: GraphStore, group: str) -> int:
+    """The group's Document nodes (one aggregate query per store version)."""
+    return per_version(store, group, "document_count", lambda: store.count_nodes(group, Label.DOCUMENT))
 
 
 class ThematicSeeds(Stage):
@@ -276,25 +234,25 @@ class ThematicSeeds(Stage):
         p = self.params
         store = ctx.services.store
         hits = [(c, s) for c, s in store.vector_search(state.group, "community", ctx.query_vector(state.question), p.communities) if s >= p.min_similarity]
-        prof = community_profile(store, state.group)
+        # each hit's members and span, read from its Community node (communities.py)
+        comm_nodes = {n.id: n for n in store.get_nodes(state.group, [c for c, _ in hits])}
         skipped: list[str] = []
-        need = min(p.min_documents, prof.group_documents)
+        need = min(p.min_documents, document_count(store, state.group))
         if need > 1:
             # Tier 3 exists to spread activation across documents (route5 §2.2: not "trapped"
             # in one document); a one-document community would hand its whole share to a
             # single passage's entities instead.
-            skipped = [c for c, _ in hits if prof.documents.get(c, 0) < need]
+            skipped = [c for c, _ in hits if documents(store, state.group, comm_nodes.get(c), c) < need]
             hits = [(c, s) for c, s in hits if c not in skipped]
         weights: dict[str, float] = defaultdict(float)
         for c, sim in hits:
-            top = prof.members.get(c, [])[: p.members_per_community]
+            top = most_mentioned(store, state.group, comm_nodes.get(c), c, p.members_per_community)
             for m in top:
                 weights[m] += max(sim, 0.0) / len(top)
         for e, w in sorted(weights.items(), key=lambda kv: (-kv[1], kv[0])):
             if w > 0:
                 state.seeds.append(Seed(name=e.removeprefix("ent:"), node_id=e, weight=w, tier="thematic", strategy="community"))
         state.extras[THEMATIC_COMMUNITIES] = [c for c, _ in hits]
-        comm_nodes = {n.id: n for n in store.get_nodes(state.group, [c for c, _ in hits])}
         ctx.stats.update(
             {
                 "communities": [

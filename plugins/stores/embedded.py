@@ -44,6 +44,7 @@ from typing import Any, Literal, TypeVar
 import numpy as np
 from graphroute.core.api.components import ComponentParams, StoreBackend
 from graphroute.core.api.models import Edge, Node
+from graphroute.core.api.neighbourhood import NeighbourCounts, Neighbourhood
 from graphroute.core.api.store import (
     Direction,
     GraphStore,
@@ -647,6 +648,88 @@ class EmbeddedStore(GraphStore):
                             seen[row[0]] = self._edge(group, row[1:])
         return [seen[k] for k in sorted(seen)]
 
+    def neighbours(
+        self,
+        group: str,
+        ids: Sequence[str],
+        types: Collection[str],
+        *,
+        other_labels: Collection[str] | None = None,
+        first_docs: int | None = None,
+    ) -> Neighbourhood:
+        # Both directions through their indexes: (grp, src, type, dst) for outgoing edges,
+        # (grp, dst) for incoming ones, each joined to the other end's node row by its key.
+        id_list = list(dict.fromkeys(ids))
+        type_list = [str(t) for t in types]
+        out = Neighbourhood({})
+        if not id_list:
+            return out
+        label_list = None if other_labels is None else [str(x) for x in other_labels]
+        t_sql = _marks(len(type_list))
+        l_sql = "" if label_list is None else f" AND n.label IN ({_marks(len(label_list))})"
+        with self._snapshot() as conn:
+            for chunk in _chunks(id_list):
+                marks = _marks(len(chunk))
+                for row in conn.execute(
+                    f"SELECT id, label FROM nodes WHERE grp = ? AND id IN ({marks})", (group, *chunk)
+                ):
+                    out.labels[row[0]] = row[1]
+                if not type_list:
+                    continue
+                half = (
+                    "SELECT e.{a} AS node, e.type AS type, e.{b} AS other, n.label AS label, n.doc_id AS doc "
+                    "FROM edges e JOIN nodes n ON n.grp = e.grp AND n.id = e.{b} "
+                    f"WHERE e.grp = ? AND e.{{a}} IN ({marks}) AND e.type IN ({t_sql}) AND e.src != e.dst{l_sql}"
+                )
+                args = (group, *chunk, *type_list, *(label_list or ()))
+                sql = f"{half.format(a='src', b='dst')} UNION ALL {half.format(a='dst', b='src')}"
+                if first_docs is not None:
+                    sql = (
+                        f"SELECT node, type, other, label, doc FROM (SELECT *, DENSE_RANK() OVER "
+                        f"(PARTITION BY node ORDER BY doc) AS k FROM ({sql}) WHERE doc IS NOT NULL) WHERE k <= ?"
+                    )
+                for row in conn.execute(sql, (*args, *args, *(() if first_docs is None else (first_docs,)))):
+                    out.node.append(row[0])
+                    out.type.append(row[1])
+                    out.other.append(row[2])
+                    out.other_label.append(row[3])
+                    out.other_doc.append(row[4])
+        return out
+
+    def neighbour_counts(
+        self, group: str, ids: Sequence[str], types: Collection[str], *, other_labels: Collection[str] | None = None
+    ) -> NeighbourCounts:
+        id_list = list(dict.fromkeys(ids))
+        type_list = [str(t) for t in types]
+        out = NeighbourCounts({})
+        if not id_list:
+            return out
+        label_list = None if other_labels is None else [str(x) for x in other_labels]
+        t_sql = _marks(len(type_list))
+        l_sql = "" if label_list is None else f" AND n.label IN ({_marks(len(label_list))})"
+        with self._snapshot() as conn:
+            for chunk in _chunks(id_list):
+                marks = _marks(len(chunk))
+                for row in conn.execute(
+                    f"SELECT id, label FROM nodes WHERE grp = ? AND id IN ({marks})", (group, *chunk)
+                ):
+                    out.labels[row[0]] = row[1]
+                if not type_list:
+                    continue
+                half = (
+                    "SELECT e.{a} AS node, e.type AS type, n.label AS label "
+                    "FROM edges e JOIN nodes n ON n.grp = e.grp AND n.id = e.{b} "
+                    f"WHERE e.grp = ? AND e.{{a}} IN ({marks}) AND e.type IN ({t_sql}) AND e.src != e.dst{l_sql}"
+                )
+                args = (group, *chunk, *type_list, *(label_list or ()))
+                sql = (
+                    f"SELECT node, type, label, COUNT(*) FROM ({half.format(a='src', b='dst')} UNION ALL "
+                    f"{half.format(a='dst', b='src')}) GROUP BY node, type, label"
+                )
+                for node, t, lb, n in conn.execute(sql, (*args, *args)):
+                    out.counts.setdefault(node, []).append((t, lb, int(n)))
+        return out
+
     def iter_edges(self, group: str, types: Collection[str] | None = None) -> Iterator[Edge]:
         if types is not None and not types:
             return iter(())
@@ -762,6 +845,10 @@ class EmbeddedStore(GraphStore):
             matrix[r] = np.frombuffer(blob, dtype=np.float32)
             ids.append(vid)
         return ids, matrix
+
+    def count_nodes(self, group: str, label: str) -> int:
+        row = self._conn().execute("SELECT COUNT(*) FROM nodes WHERE grp = ? AND label = ?", (group, str(label))).fetchone()
+        return int(row[0])
 
     def counts(self, group: str) -> dict[str, dict[str, int]]:
         with self._snapshot() as conn:

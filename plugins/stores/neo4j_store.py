@@ -49,6 +49,7 @@ import numpy as np
 from graphroute.core.api.components import ComponentParams, StoreBackend
 from graphroute.core.api.constants import NEO4J_DEV_PASSWORD
 from graphroute.core.api.models import Edge, EdgeType, Node
+from graphroute.core.api.neighbourhood import NeighbourCounts, Neighbourhood
 from graphroute.core.api.store import (
     Direction,
     DocumentBatch,
@@ -82,10 +83,14 @@ _CREATE_MAX = 20_000
 # What a write sets on a node (``n``) and on an edge (``r``) from its parameter ``row``, the
 # same whether the statement MERGEs or CREATEs them.
 _NODE_SET = (
-    "SET n.label = row.label, n.doc_id = row.doc_id, n.props = row.props, "
+    "SET n.label = row.label, n.doc_id = row.doc_id, n.props = row.props, n.p_text = row.text, "
     + ", ".join(f"n.p_{p} = row.{p}" for p in INDEXED_PROPS)
     + " SET n += row.vec"
 )
+# Nodes whose text (after their document's title, as the bm25 baseline indexes it) goes into
+# ``p_text`` and the full-text index ``gr_text``: what search_text ranks, inside the server.
+TEXT_LABELS: frozenset[str] = frozenset({"TextChunk"})
+_LUCENE_TERM = re.compile(r"\w+", re.UNICODE)
 _EDGE_SET = "SET r.group = $g, r.doc_id = row.doc_id, r.props = row.props"
 SCHEMA_ATTEMPTS = 5  # tries of one schema statement on a transient error (deadlock between two new stores)
 T = TypeVar("T")
@@ -102,6 +107,9 @@ _SCHEMA = (
         f"CREATE INDEX gr_node_p_{p} IF NOT EXISTS FOR (n:GRNode) ON (n.group, n.label, n.p_{p})"
         for p in INDEXED_PROPS
     ),
+    # Lucene's English analyzer (lower case, stop words, Porter stemming), BM25 scores
+    "CREATE FULLTEXT INDEX gr_text IF NOT EXISTS FOR (n:GRNode) ON EACH [n.p_text] "
+    "OPTIONS {indexConfig: {`fulltext.analyzer`: 'english'}}",
 )
 
 
@@ -475,6 +483,9 @@ class Neo4jStore(GraphStore):
             for p in INDEXED_PROPS:
                 v = n.props.get(p)
                 row[p] = v if is_scalar(v) else None
+            text = n.props.get("text") if str(n.label) in TEXT_LABELS else None
+            title = n.props.get("document") or n.props.get("title")
+            row["text"] = (f"{title}\n{text}" if title else str(text)) if isinstance(text, str) and text.strip() else None
             node_rows.append(row)
         edge_rows: dict[str, list[dict[str, Any]]] = {}
         for e in edges:
@@ -789,6 +800,94 @@ class Neo4jStore(GraphStore):
         )
         return [self._edge(group, r) for r in rows]
 
+    def neighbours(
+        self,
+        group: str,
+        ids: Sequence[str],
+        types: Collection[str],
+        *,
+        other_labels: Collection[str] | None = None,
+        first_docs: int | None = None,
+    ) -> Neighbourhood:
+        # One statement per batch of ids: each asked node is found by its (group, id) index
+        # and expanded along the typed relationship chains (the types are spliced, from the
+        # allow-list only: a type filter in WHERE would read every relationship of a hub).
+        # A node's rows come back as one list, so a hub costs one record, not one per edge.
+        id_list = list(dict.fromkeys(ids))
+        out = Neighbourhood({})
+        if not id_list:
+            return out
+        type_list = sorted({str(t) for t in types} & self._edge_types)
+        rel = "|".join(f"`{t}`" for t in type_list)
+        if not type_list:
+            expand = "RETURN a.id AS id, a.label AS label, [] AS rows"
+        elif first_docs is None:
+            expand = (
+                f"OPTIONAL MATCH (a)-[r:{rel}]-(b) WHERE b <> a AND ($labels IS NULL OR b.label IN $labels) "
+                "RETURN a.id AS id, a.label AS label, "
+                "collect(CASE WHEN b IS NULL THEN null ELSE [type(r), b.id, b.label, b.doc_id] END) AS rows"
+            )
+        else:
+            expand = (
+                "CALL (a) { "
+                f"MATCH (a)-[r:{rel}]-(b) WHERE b <> a AND b.doc_id IS NOT NULL "
+                "AND ($labels IS NULL OR b.label IN $labels) "
+                "WITH b.doc_id AS d, collect([type(r), b.id, b.label, b.doc_id]) AS rs ORDER BY d LIMIT $first "
+                "RETURN collect(rs) AS docs } "
+                "RETURN a.id AS id, a.label AS label, reduce(acc = [], rs IN docs | acc + rs) AS rows"
+            )
+        for chunk in _batches(id_list):
+            records = self._query(
+                "neighbours",
+                f"UNWIND $ids AS i MATCH (a:GRNode {{group: $g, id: i}}) USING INDEX a:GRNode(group, id) {expand}",
+                g=group,
+                ids=list(chunk),
+                labels=None if other_labels is None else [str(x) for x in other_labels],
+                first=first_docs,
+            )
+            for r in records:
+                node = r["id"]
+                out.labels[node] = r["label"]
+                for t, b, lb, d in r["rows"]:
+                    out.node.append(node)
+                    out.type.append(t)
+                    out.other.append(b)
+                    out.other_label.append(lb)
+                    out.other_doc.append(d)
+        return out
+
+    def neighbour_counts(
+        self, group: str, ids: Sequence[str], types: Collection[str], *, other_labels: Collection[str] | None = None
+    ) -> NeighbourCounts:
+        # The expansion and the count run in the server: one short row per (node, type,
+        # label) crosses the wire, however many edges a hub has.
+        id_list = list(dict.fromkeys(ids))
+        out = NeighbourCounts({})
+        if not id_list:
+            return out
+        type_list = sorted({str(t) for t in types} & self._edge_types)
+        rel = "|".join(f"`{t}`" for t in type_list)
+        count = (
+            f"CALL (a) {{ MATCH (a)-[r:{rel}]-(b) WHERE b <> a AND ($labels IS NULL OR b.label IN $labels) "
+            "WITH type(r) AS t, b.label AS l, count(*) AS n RETURN collect([t, l, n]) AS counts } "
+            if type_list
+            else "WITH a, [] AS counts "
+        )
+        for chunk in _batches(id_list):
+            records = self._query(
+                "neighbour_counts",
+                f"UNWIND $ids AS i MATCH (a:GRNode {{group: $g, id: i}}) USING INDEX a:GRNode(group, id) "
+                f"{count}RETURN a.id AS id, a.label AS label, counts",
+                g=group,
+                ids=list(chunk),
+                labels=None if other_labels is None else [str(x) for x in other_labels],
+            )
+            for r in records:
+                out.labels[r["id"]] = r["label"]
+                if r["counts"]:
+                    out.counts[r["id"]] = [(t, lb, int(n)) for t, lb, n in r["counts"]]
+        return out
+
     def iter_edges(self, group: str, types: Collection[str] | None = None) -> Iterator[Edge]:
         if types is not None and not types:
             return iter(())
@@ -830,6 +929,32 @@ class Neo4jStore(GraphStore):
             g=group,
         )
         return int(rows[0]["c"]) if rows else 0
+
+    def search_text(self, group: str, query: str, k: int) -> list[tuple[str, float]] | None:
+        # The index holds every group's chunks: ask for more hits than k and keep the
+        # group's, more again while the group's are crowded out (as vector_search does).
+        terms = _LUCENE_TERM.findall(query)
+        if k <= 0 or not terms:
+            return []
+        lucene = " ".join(terms)  # word characters only: no Lucene syntax reaches the parser
+        fetch = k * max(self.oversample, 1)
+        while True:
+            rows = self._query(
+                "full-text search",
+                "CALL db.index.fulltext.queryNodes('gr_text', $q, {limit: $fetch}) YIELD node, score "
+                "WITH collect(CASE WHEN node.group = $g THEN [node.id, score] END) AS mine, count(*) AS seen "
+                "RETURN mine, seen",
+                q=lucene,
+                fetch=fetch,
+                g=group,
+            )
+            mine = [(str(i), float(sc)) for i, sc in rows[0]["mine"]] if rows else []
+            seen = int(rows[0]["seen"]) if rows else 0
+            if len(mine) >= k or seen < fetch:  # enough, or the index has no more matches
+                break
+            fetch *= 8
+        # equal scores by id, so a tie at the k-th place does not depend on the index's order
+        return sorted(mine, key=lambda h: (-h[1], h[0]))[:k]
 
     def vector_search(
         self,
@@ -924,6 +1049,10 @@ class Neo4jStore(GraphStore):
         if not rows:
             return [], np.zeros((0, dim), dtype=np.float32)
         return [r["id"] for r in rows], np.asarray([r["v"] for r in rows], dtype=np.float32)
+
+    def count_nodes(self, group: str, label: str) -> int:
+        rows = self._query("count_nodes", "MATCH (n:GRNode {group: $g, label: $l}) RETURN count(n) AS c", g=group, l=str(label))
+        return int(rows[0]["c"]) if rows else 0
 
     def counts(self, group: str) -> dict[str, dict[str, int]]:
         nodes = self._query(

@@ -146,6 +146,35 @@ def test_entity_layer_is_built_and_reported(
     )
 
 
+def test_community_nodes_list_what_the_query_stages_read(
+    two_groups: tuple[GraphStore, dict[str, dict], dict[str, str]],
+) -> None:
+    """Each Community node lists its members by distinct neighbours and by mentions, and the
+    documents they span, as a scan of the whole group defines them (community_peers and
+    thematic_seeds read these instead of the group); the client detected them."""
+    store, reports, names = two_groups
+    a = names["a"]
+    assert reports["a"]["steps"]["communities"]["detected_by"] == "client"
+    ents = {n.id: n for n in store.iter_nodes(a, Label.ENTITY)}
+    linked: dict[str, set[str]] = {e: set() for e in ents}
+    for e in store.iter_edges(a, [EdgeType.RELATION, EdgeType.CO_OCCURS, EdgeType.SEMANTICALLY_SIMILAR]):
+        if e.src in ents and e.dst in ents and e.src != e.dst:
+            linked[e.src].add(e.dst)
+            linked[e.dst].add(e.src)
+    assert all(n.props["links"] == len(linked[e]) for e, n in ents.items())
+    docs: dict[str, set[str]] = {e: set() for e in ents}
+    chunks = {n.id: n.doc_id for n in store.iter_nodes(a, Label.CHUNK)}
+    for e in store.iter_edges(a, [EdgeType.MENTIONS]):
+        if e.src in chunks and e.dst in docs:
+            docs[e.dst].add(str(chunks[e.src]))
+    for c in store.iter_nodes(a, Label.COMMUNITY):
+        members = sorted(e.src for e in store.edges_of(a, [c.id], [EdgeType.BELONGS_TO], "in"))
+        assert c.props["peer_ids"] == sorted(members, key=lambda e: (-len(linked[e]), e))[:64]
+        mentions = {e: ents[e].props["mention_count"] for e in members}
+        assert c.props["mentioned_ids"] == sorted(members, key=lambda e: (-mentions[e], e))[:64]
+        assert c.props["documents"] == len(set().union(*(docs[e] for e in members)))
+
+
 def test_no_edge_crosses_groups(
     two_groups: tuple[GraphStore, dict[str, dict], dict[str, str]],
 ) -> None:

@@ -9,8 +9,7 @@ from graphroute.core.api.models import Evidence, Label, Seed
 from graphroute.core.api.stage import QueryState, StageContext
 from graphroute.core.engine import GraphRoute
 from graphroute.plugins.denoisers.grounding import Grounding
-from graphroute.plugins.seeds.blocklist import SeedBlocklist
-from graphroute.plugins.seeds.entity_seeds import entity_degrees
+from graphroute.plugins.seeds.blocklist import SeedBlocklist, entity_degrees
 
 from tests.llm.conftest import GROUP
 

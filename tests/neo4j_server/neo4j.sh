@@ -5,7 +5,9 @@
 #   tests/neo4j_server/neo4j.sh up     build if needed, start in the background, wait until a
 #                                      driver logs in (NEO4J_PORT, NEO4J_PASSWORD, NEO4J_HOME_DIR;
 #                                      NEO4J_EXTRA_SETTINGS: more neo4j.conf lines, ';'-separated,
-#                                      e.g. to measure a server setting without a rebuild)
+#                                      e.g. to measure a server setting without a rebuild;
+#                                      NEO4J_HEAP: the JVM's -Xmx, 1g by default, e.g. 3g with
+#                                      server.memory.pagecache.size=4g for a million sentences)
 #   tests/neo4j_server/neo4j.sh down   stop it (SIGTERM, clean shutdown)
 #   tests/neo4j_server/neo4j.sh status
 set -euo pipefail
@@ -97,7 +99,7 @@ up() {
   fresh_data_for_version
   # jdk.incubator.vector: Lucene's SIMD distances for the vector indexes (HNSW inserts and
   # searches); without it Lucene falls back to scalar code and logs a warning.
-  nohup "$jhome/bin/java" --add-modules jdk.incubator.vector -Xms256m -Xmx1g -XX:+UseSerialGC \
+  nohup "$jhome/bin/java" --add-modules jdk.incubator.vector -Xms256m -Xmx"${NEO4J_HEAP:-1g}" -XX:+UseSerialGC \
     -cp "$HERE/target/classes:$HERE/target/lib/*" graphroute.Neo4jDevServer >"$LOG" 2>&1 </dev/null &
   echo $! >"$PIDFILE"
   local deadline=$(( $(date +%s) + TIMEOUT ))

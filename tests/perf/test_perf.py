@@ -238,4 +238,4 @@ def test_quick_config_shrinks_every_part() -> None:
 
 @pytest.mark.parametrize("argv", [[], ["part", "nope", "{}"]])
 def test_part_entry_point_rejects_bad_usage(argv: list[str]) -> None:
-    assert P._main(argv) == 2
+    assert P.part_main(argv) == 2

@@ -7,17 +7,15 @@ import sys
 
 import numpy as np
 import pytest
-from graphroute.core.api.models import Edge, EdgeType, Seed
+from graphroute.core.api.models import Edge, EdgeType, Label, Node, Seed
 from graphroute.core.api.stage import QueryState
 from graphroute.core.api.store import GraphStore
 from graphroute.plugins.seeds import entity_seeds
+from graphroute.plugins.seeds.communities import top_peers
 from graphroute.plugins.seeds.entity_seeds import (
     CommunityPeers,
     NerSeeds,
     SeedResolution,
-    community_top_peers,
-    entities_by_community,
-    entity_degrees,
     offline_names,
     parse_llm_names,
     torch_products,
@@ -153,35 +151,67 @@ def test_two_names_one_node_give_one_seed(lex_store: GraphStore) -> None:
     assert len(st.seeds) == 1
 
 
+def communities(store: GraphStore, members: dict[int, list[str]], lists: int | None = None) -> None:
+    """Community nodes and BELONGS_TO edges as the communities step writes them; with
+    ``lists``, each node also lists its first ``lists`` members by links (and every entity
+    carries its ``links``), else the stages rank the members themselves."""
+    links = {e: 0 for ms in members.values() for e in ms}
+    pairs = {tuple(sorted((e.src, e.dst))) for e in store.iter_edges(GROUP, [EdgeType.RELATION, EdgeType.CO_OCCURS]) if e.src != e.dst}
+    for a, b in pairs:
+        links[a] = links.get(a, 0) + 1
+        links[b] = links.get(b, 0) + 1
+    nodes, edges = [], []
+    for c, ms in members.items():
+        props: dict[str, object] = {"community": c, "size": len(ms)}
+        if lists is not None:
+            props["peer_ids"] = sorted(ms, key=lambda e: (-links.get(e, 0), e))[:lists]
+        nodes.append(Node(id=f"comm:{c}", label=Label.COMMUNITY, group=GROUP, props=props))
+        edges += [Edge(src=e, dst=f"comm:{c}", type=EdgeType.BELONGS_TO, group=GROUP) for e in ms]
+    if lists is not None:
+        for n in store.get_nodes(GROUP, list(links)):
+            n.props["links"] = links[n.id]
+            nodes.append(n)
+    store.write(GROUP, nodes=nodes, edges=edges)
+
+
 def test_community_peers_add_top_degree_members(store: GraphStore) -> None:
     nodes = [ent("s", community=1), ent("hub", community=1), ent("mid", community=1), ent("leaf", community=1), ent("other", community=2)]
     edges = [Edge(src="ent:hub", dst=f"ent:{x}", type=EdgeType.RELATION, group=GROUP) for x in ("s", "mid", "leaf", "other")]
     edges.append(Edge(src="ent:mid", dst="ent:leaf", type=EdgeType.CO_OCCURS, group=GROUP))
     edges.append(Edge(src="ent:mid", dst="ent:other", type=EdgeType.CO_OCCURS, group=GROUP))
     store.write(GROUP, nodes=nodes, edges=edges)
+    communities(store, {1: ["ent:s", "ent:hub", "ent:mid", "ent:leaf"], 2: ["ent:other"]})
     st = QueryState("q", GROUP)
     st.seeds = [Seed(name="s", node_id="ent:s", weight=1.0)]
     c = context(store)
     CommunityPeers(CommunityPeers.Params(peers=2, weight=0.5)).run(st, c)
     added = [(s.node_id, s.weight, s.strategy) for s in st.seeds[1:]]
     assert added == [("ent:hub", 0.5, "community_peer"), ("ent:mid", 0.5, "community_peer")]
-    assert c.stats["communities"] == [1]
+    assert c.stats["communities"] == ["comm:1"]
+    assert c.stats["peers"] == [{"node": "ent:hub", "degree": 4}, {"node": "ent:mid", "degree": 3}]
 
 
-def test_community_top_peers_match_sorting_the_members(store: GraphStore) -> None:
-    """The per-version sorted lists give what sorting the communities' members per question gave."""
+@pytest.mark.parametrize("lists", [None, 64, 3])
+def test_community_top_peers_match_sorting_the_members(store: GraphStore, lists: int | None) -> None:
+    """The peers read from the communities' nodes (their lists, whole or too short for the
+    question, or none: the members through BELONGS_TO) are what sorting every member of
+    the communities by distinct neighbours gives."""
     rng = random.Random(3)
     names = [f"e{i:03d}" for i in range(120)]
-    nodes = [ent(n, community=rng.randrange(5)) for n in names]
+    nodes = [ent(n) for n in names]
     edges = [Edge(src=f"ent:{rng.choice(names)}", dst=f"ent:{rng.choice(names)}", type=EdgeType.RELATION, group=GROUP) for _ in range(400)]
     store.write(GROUP, nodes=nodes, edges=edges)
-    degrees, _ = entity_degrees(store, GROUP)
+    membership = {f"ent:{n}": rng.randrange(5) for n in names}
+    by_comm = {c: sorted(e for e, k in membership.items() if k == c) for c in range(5)}
+    communities(store, by_comm, lists)
+    pairs = {tuple(sorted((e.src, e.dst))) for e in edges if e.src != e.dst}
+    degree = {e: sum(e in p for p in pairs) for e in membership}
     for trial in range(30):
-        comms = rng.sample(range(6), rng.randint(1, 3))  # community 5 has no member
+        comms = rng.sample(range(6), rng.randint(1, 3))  # community 5 has no node
         exclude = {f"ent:{n}" for n in rng.sample(names, rng.randint(0, 40))}
         n = rng.randint(1, 30)
-        # the per-question definition: every member of the communities, sorted by degree
-        by_comm = entities_by_community(store, GROUP)
         members = {m for c in comms for m in by_comm.get(c, [])}
-        expected = sorted((m for m in members if m not in exclude), key=lambda m: (-degrees.get(m, 0), m))[:n]
-        assert community_top_peers(store, GROUP, comms, degrees, exclude, n) == expected, trial
+        expected = sorted((m for m in members if m not in exclude), key=lambda m: (-degree[m], m))[:n]
+        got = top_peers(store, GROUP, [f"comm:{c}" for c in comms], exclude, n)
+        assert [m for m, _ in got] == expected, trial
+        assert all(links == degree[m] for m, links in got)

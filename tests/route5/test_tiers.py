@@ -152,7 +152,7 @@ def test_structural_aggregation_needs_min_sentences() -> None:
 
 
 def test_section_membership_counts_chunk_mentions_and_follows_writes(tmp_path: Path) -> None:
-    """structural_seeds' section -> chunks -> entities counts come from per-version maps:
+    """structural_seeds' section -> chunks -> entities counts are read from the store per question:
     sentences in a section and entities mentioned only by sentences do not count, and the
     next write is seen."""
     store = open_store(str(tmp_path / "store"))

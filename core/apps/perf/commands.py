@@ -23,6 +23,7 @@ err = Console(stderr=True)
 
 
 def perf(
+    ctx: typer.Context,
     as_json: JsonOpt = False,
     out_file: Annotated[Path, typer.Option("--out", metavar="FILE", help="write the JSON result here")] = Path(".graphroute/perf.json"),
     quick: Annotated[bool, typer.Option("--quick", help="small slices of every part (CI smoke run, a few minutes)")] = False,
@@ -32,7 +33,10 @@ def perf(
     no_neo4j: Annotated[bool, typer.Option("--no-neo4j", help="skip the Neo4j query suite and write throughput")] = False,
     workdir: Annotated[Path | None, typer.Option("--workdir", metavar="DIR", help="keep stores and corpora here (default: a temporary folder, removed)")] = None,
 ) -> None:
-    """Index, query, scale and store-write figures against the models' own cost."""
+    """Index, query, scale and store-write figures against the models' own cost (the
+    subcommands measure a group at scale: docs/pages/scaling.md)."""
+    if ctx.invoked_subcommand is not None:
+        return
     from dataclasses import replace
 
     from graphroute.core.apps.perf.perf import MUSIQUE_DIR, PerfConfig, run_perf, table_rows
@@ -83,8 +87,13 @@ def perf(
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``graphroute perf`` to the CLI."""
-    app.command("perf")(perf)
+    """Add ``graphroute perf`` (and its scale subcommands) to the CLI."""
+    from graphroute.core.apps.perf import scale
+
+    group = typer.Typer(help="Performance figures against the models' own cost, and at scale.")
+    group.callback(invoke_without_command=True)(perf)
+    scale.register(group)
+    app.add_typer(group, name="perf")
 
 
 @hookimpl

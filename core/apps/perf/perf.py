@@ -626,7 +626,8 @@ def _raw_query_embed(svc: Any, questions: Sequence[str]) -> list[float]:
 
 
 def query_suite(gr: Any, group: str, questions: Sequence[str], routes: Sequence[str],
-                phase: Callable[[str], None] = lambda _p: None) -> dict[str, Any]:
+                phase: Callable[[str], None] = lambda _p: None,
+                overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Wall latency per route and per stage; the raw query-embedding time beside them.
     ``phase`` is told which part runs next ("raw_embed", then "route:<name>"), so a
     :class:`PhaseSampler` can give each route its own peak RSS.
@@ -644,7 +645,9 @@ def query_suite(gr: Any, group: str, questions: Sequence[str], routes: Sequence[
     spaCy; its call is timed alone too (``routes.<name>.raw_spacy_ms``), before the raw
     embedding, so the route still starts right after an embedding. No target reads it: the
     table prints the route's p50 over both models beside the target's figure, the way the
-    index target counts spaCy as model cost."""
+    index target counts spaCy as model cost.
+
+    ``overrides`` (e.g. ``{"ppr.solver": "push"}``) apply to every route, as ``--set`` does."""
     from graphroute.core.query.runner import run_route
 
     phase("raw_embed")
@@ -655,7 +658,7 @@ def query_suite(gr: Any, group: str, questions: Sequence[str], routes: Sequence[
     cache = getattr(svc, "_query_cache", None)
     for name in routes:
         phase(f"route:{name}")
-        resolved = gr.route(name)
+        resolved = gr.route(name, overrides or None)
         for q in questions[:2]:  # warm: graph export, bm25 index, caches built per store version
             run_route(resolved, q, svc)
         spacy_call = _question_spacy_call(resolved)
@@ -712,7 +715,7 @@ def part_query(args: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"load_average_before": load_average()}
     sampler = PhaseSampler()  # which route holds the memory, when the peak is too high
     gr = _engine(args["store"], args["group"], Path(args["cache"]))
-    res = query_suite(gr, args["group"], args["questions"], args["routes"], phase=sampler)
+    res = query_suite(gr, args["group"], args["questions"], args["routes"], phase=sampler, overrides=args.get("overrides"))
     gr.close()
     out.update(res)
     out["rss_phases"] = sampler.finish()
@@ -757,10 +760,7 @@ def part_write(args: dict[str, Any]) -> dict[str, Any]:
 
     corpus = synthetic_corpus(args["sentences"], groups=args.get("groups", 4))
     profile = load_index_profile(None)
-    p = profile.parse
-    limits = ParseLimits(chunk_max_tokens=p.chunk_max_tokens, min_sentence_chars=p.min_sentence_chars,
-                         min_sentence_words=p.min_sentence_words, label_prefix=p.label_prefix,
-                         cross_chunk_dedup=p.cross_chunk_dedup)
+    limits = ParseLimits.of(profile.parse)
     from graphroute.core.api.components import Block, SourceDocument
     from graphroute.core.index.skeleton import plan_document
 
@@ -856,9 +856,12 @@ PARTS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
 }
 
 
-def run_part_in_process(name: str, args: dict[str, Any], *, timeout: float | None = None) -> dict[str, Any]:
-    """Run one part in a fresh interpreter; its last stdout line is the JSON result."""
-    cmd = [sys.executable, "-m", "graphroute.core.apps.perf.perf", "part", name, json.dumps(args)]
+def run_part_in_process(
+    name: str, args: dict[str, Any], *, timeout: float | None = None, module: str = "graphroute.core.apps.perf.perf"
+) -> dict[str, Any]:
+    """Run one part of ``module`` (whose ``__main__`` calls :func:`part_main`) in a fresh
+    interpreter; its last stdout line is the JSON result."""
+    cmd = [sys.executable, "-m", module, "part", name, json.dumps(args)]
     t = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=offline_env(), timeout=timeout, check=False)
     if proc.returncode != 0:
@@ -1185,15 +1188,15 @@ def table_rows(r: dict[str, Any]) -> list[tuple[str, str, str]]:
     return rows
 
 
-def _main(argv: list[str]) -> int:
-    """``python -m graphroute.core.apps.perf.perf part NAME JSON_ARGS`` (used by run_part_in_process)."""
-    if len(argv) == 3 and argv[0] == "part" and argv[1] in PARTS:
-        res = PARTS[argv[1]](json.loads(argv[2]))
+def part_main(argv: list[str], parts: Mapping[str, Callable[[dict[str, Any]], dict[str, Any]]] = PARTS) -> int:
+    """``python -m MODULE part NAME JSON_ARGS`` (used by run_part_in_process)."""
+    if len(argv) == 3 and argv[0] == "part" and argv[1] in parts:
+        res = parts[argv[1]](json.loads(argv[2]))
         sys.stdout.write("\n" + json.dumps(res) + "\n")
         return 0
-    sys.stderr.write("usage: python -m graphroute.core.apps.perf.perf part {" + ",".join(PARTS) + "} JSON\n")
+    sys.stderr.write("usage: python -m MODULE part {" + ",".join(parts) + "} JSON\n")
     return 2
 
 
 if __name__ == "__main__":
-    raise SystemExit(_main(sys.argv[1:]))
+    raise SystemExit(part_main(sys.argv[1:]))

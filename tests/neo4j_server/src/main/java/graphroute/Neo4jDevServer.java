@@ -7,6 +7,7 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
+import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.concurrent.CountDownLatch;
 
@@ -20,7 +21,7 @@ import org.neo4j.dbms.api.DatabaseManagementServiceBuilder;
  * through Maven's own cache, so CI and developers get the same pinned release with nothing
  * else to install. Environment: NEO4J_PORT (default 7687), NEO4J_PASSWORD (default
  * "graphroute-dev"), NEO4J_HOME_DIR (default ./run), NEO4J_EXTRA_SETTINGS (more neo4j.conf
- * lines, ';'-separated, appended last). Writes $home/ready (the Bolt address)
+ * lines, ';'-separated, replacing a default of the same name). Writes $home/ready (the Bolt address)
  * once Bolt accepts connections; stops cleanly on SIGTERM.
  */
 public final class Neo4jDevServer {
@@ -38,7 +39,8 @@ public final class Neo4jDevServer {
         // Settings by name in a generated neo4j.conf: the builder's typed setters would tie
         // this file to internal setting classes that move between releases.
         Path conf = home.resolve("neo4j.conf");
-        Files.writeString(conf, String.join("\n",
+        Map<String, String> settings = new LinkedHashMap<>();
+        for (String line : new String[] {
                 "server.bolt.enabled=true",
                 "server.bolt.listen_address=127.0.0.1:" + port,
                 "server.bolt.tls_level=DISABLED",
@@ -52,12 +54,18 @@ public final class Neo4jDevServer {
                 // logs are pruned only at a checkpoint, every 15 minutes by default: graphroute
                 // perf's write rounds logged ~10 GB in 5 minutes and filled a disk
                 "db.checkpoint.interval.time=1m",
-                "dbms.usage_report.enabled=false",
-                // NEO4J_EXTRA_SETTINGS: more lines for neo4j.conf, separated by ';', appended
-                // last so they override the ones above (measuring a server setting needs no
-                // rebuild of this launcher)
-                String.join("\n", env("NEO4J_EXTRA_SETTINGS", "").split(";")),
-                ""), StandardCharsets.UTF_8);
+                "dbms.usage_report.enabled=false"}) {
+            put(settings, line);
+        }
+        // NEO4J_EXTRA_SETTINGS: more neo4j.conf lines, separated by ';'; a setting named here
+        // replaces the one above (Neo4j refuses a setting declared twice), so measuring a
+        // server setting needs no rebuild of this launcher
+        for (String line : env("NEO4J_EXTRA_SETTINGS", "").split(";")) {
+            put(settings, line);
+        }
+        StringBuilder text = new StringBuilder();
+        settings.forEach((k, v) -> text.append(k).append('=').append(v).append('\n'));
+        Files.writeString(conf, text.toString(), StandardCharsets.UTF_8);
         DatabaseManagementService dbms = new DatabaseManagementServiceBuilder(home)
                 .loadPropertiesFromFile(conf)
                 .build();
@@ -115,6 +123,14 @@ public final class Neo4jDevServer {
             }
         }
         throw new IllegalStateException("Bolt did not open on port " + port);
+    }
+
+    /** Adds one {@code key=value} line (blank lines skipped), replacing an earlier value. */
+    private static void put(Map<String, String> settings, String line) {
+        int eq = line.indexOf('=');
+        if (eq > 0) {
+            settings.put(line.substring(0, eq).trim(), line.substring(eq + 1).trim());
+        }
     }
 
     private static String env(String key, String fallback) {

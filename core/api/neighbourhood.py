@@ -1,0 +1,86 @@
+"""What :meth:`graphroute.core.store.GraphStore.neighbours` returns: the edges around some
+nodes, read a frontier at a time by algorithms that walk the graph (local PageRank) instead
+of exporting a whole group."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from .models import Edge, Node
+
+
+@dataclass(frozen=True)
+class Neighbourhood:
+    """The edges around some nodes, as :meth:`GraphStore.neighbours` returns them: one row
+    per (asked node, edge) in either direction, in parallel lists (a row per edge end, not
+    an :class:`Edge` object: a walk reads thousands and needs four strings of each).
+
+    An edge between two asked nodes appears once from each end; edges in both directions
+    between the same pair appear twice, as an undirected export counts them. Self-loops are
+    left out."""
+
+    labels: dict[str, str]  # label of every asked id that is a node of the group
+    node: list[str] = field(default_factory=list)  # the asked node of the row
+    type: list[str] = field(default_factory=list)
+    other: list[str] = field(default_factory=list)  # the edge's other end
+    other_label: list[str] = field(default_factory=list)
+    other_doc: list[str | None] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.node)
+
+
+@dataclass(frozen=True)
+class NeighbourCounts:
+    """How many edges each asked node has, per (edge type, label of the other end): what
+    :meth:`GraphStore.neighbour_counts` returns, a node's degree without its edges."""
+
+    labels: dict[str, str]  # label of every asked id that is a node of the group
+    counts: dict[str, list[tuple[str, str, int]]] = field(default_factory=dict)  # node -> (type, other label, n)
+
+
+def counts_of(nb: Neighbourhood) -> NeighbourCounts:
+    """The :class:`NeighbourCounts` of the rows of ``nb``."""
+    tally: dict[str, dict[tuple[str, str], int]] = {}
+    for a, t, lb in zip(nb.node, nb.type, nb.other_label, strict=True):
+        per = tally.setdefault(a, {})
+        per[(t, lb)] = per.get((t, lb), 0) + 1
+    return NeighbourCounts(dict(nb.labels), {a: [(t, lb, n) for (t, lb), n in sorted(per.items())] for a, per in tally.items()})
+
+
+def neighbourhood_of(
+    asked: Sequence[str],
+    labels: Mapping[str, str],
+    edges: Iterable[Edge],
+    others: Mapping[str, Node],
+    other_labels: Collection[str] | None,
+    first_docs: int | None,
+) -> Neighbourhood:
+    """A :class:`Neighbourhood` from plain edges and the nodes at their ends: the default
+    :meth:`GraphStore.neighbours`, and the reference the backends' own queries are tested
+    against."""
+    wanted = set(asked)
+    allowed = None if other_labels is None else {str(x) for x in other_labels}
+    rows: dict[str, list[tuple[str, str, str, str | None]]] = {}
+    for e in edges:
+        if e.src == e.dst:
+            continue
+        for a, b in ((e.src, e.dst), (e.dst, e.src)):
+            nb = others.get(b)
+            if a in wanted and nb is not None and (allowed is None or nb.label in allowed):
+                rows.setdefault(a, []).append((str(e.type), b, str(nb.label), nb.doc_id))
+    out = Neighbourhood(dict(labels))
+    for a in dict.fromkeys(asked):
+        mine = rows.get(a, [])
+        if first_docs is not None:
+            docs = sorted({d for *_, d in mine if d is not None})[:first_docs]
+            keep = set(docs)
+            mine = [r for r in mine if r[3] in keep]
+        for t, b, lb, d in mine:
+            out.node.append(a)
+            out.type.append(t)
+            out.other.append(b)
+            out.other_label.append(lb)
+            out.other_doc.append(d)
+    return out

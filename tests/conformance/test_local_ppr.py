@@ -1,0 +1,179 @@
+"""The ppr stage's local solver (``solver: push``) against the exact one, on every backend.
+
+A typed graph with hubs is written straight into the store (entities, chunks, sections and
+the sentence mentions the walk must skip); the push reads it through ``GraphStore.neighbours``
+and must stay within the bound it reports at every node, agree with the direct solve on
+the ranking, and never read a component its seeds cannot reach.
+"""
+
+from __future__ import annotations
+
+from itertools import pairwise
+
+import numpy as np
+import pytest
+from graphroute.core.api.models import Edge, EdgeType, Label, Node, Seed
+from graphroute.core.api.stage import QueryState, StageContext
+from graphroute.core.api.store import GraphStore, clear_derived
+from graphroute.core.query.services import Services
+from graphroute.plugins.expanders.graph import PPR, NodeMass, PPRPassages, typed_graph
+from graphroute.plugins.expanders.mentions import chunk_order, chunks_in_order
+
+ROUTE5_PATHS = {"weight_section": 0.0, "weight_shares": 0.0, "weight_hub": 0.0, "weight_similar": 0.0}
+
+
+def typed_corpus(store: GraphStore, group: str, seed: int, prefix: str = "", docs: int = 60) -> list[str]:
+    """Documents of chunks (sentences mention entities too), sections, Zipf-distributed
+    entity mentions (hubs), co-occurrence, entity and section similarity, shared and hub
+    entities; returns the entity ids."""
+    rng = np.random.default_rng(seed)
+    ents = [f"ent:{prefix}e{i}" for i in range(120)]
+    nodes = [Node(id=e, label=Label.ENTITY, group=group, props={"name": e[4:]}) for e in ents]
+    edges: list[Edge] = []
+    pick = iter((rng.zipf(1.7, 20_000) - 1) % len(ents))
+
+    def add(a: str, b: str, t: str) -> None:
+        edges.append(Edge(src=a, dst=b, type=t, group=group))
+
+    for d in range(docs):
+        doc = f"{prefix}d{d}"
+        sec = f"{doc}/sec"
+        nodes.append(Node(id=sec, label=Label.SECTION, group=group, doc_id=doc))
+        for c in range(3):
+            chunk = f"{doc}:chk{c}"
+            nodes.append(Node(id=chunk, label=Label.CHUNK, group=group, doc_id=doc, props={"index": c, "text": chunk}))
+            add(chunk, sec, EdgeType.IN_SECTION)
+            named = sorted({ents[next(pick)] for _ in range(int(rng.integers(1, 5)))})
+            for e in named:
+                add(chunk, e, EdgeType.MENTIONS)
+                sent = f"{chunk}/s{e}"
+                nodes.append(Node(id=sent, label=Label.SENTENCE, group=group, doc_id=doc))
+                add(sent, e, EdgeType.MENTIONS)
+            for a, b in pairwise(named):
+                add(a, b, EdgeType.CO_OCCURS)
+        add(sec, ents[next(pick)], EdgeType.HAS_HUB_ENTITY)
+    for _ in range(40):
+        a, b = rng.choice(len(ents), 2, replace=False)
+        add(ents[a], ents[b], EdgeType.SEMANTICALLY_SIMILAR)
+        x, y = rng.choice(docs, 2, replace=False)
+        add(f"{prefix}d{x}/sec", f"{prefix}d{y}/sec", EdgeType.SEMANTICALLY_SIMILAR)
+        add(f"{prefix}d{x}/sec", f"{prefix}d{y}/sec", EdgeType.SHARES_ENTITY)
+    store.write(group, nodes, edges)
+    return ents
+
+
+def run(store: GraphStore, group: str, seeds: list[Seed], **params: object) -> tuple[QueryState, dict[str, object]]:
+    state = QueryState("q", group)
+    state.seeds = list(seeds)
+    ctx = StageContext(services=Services(store, group), stage_id="ppr")
+    PPR(PPR.Params(**params)).run(state, ctx)  # type: ignore[arg-type]
+    return state, ctx.stats
+
+
+def seeds_for(ents: list[str], seed: int) -> list[Seed]:
+    rng = np.random.default_rng(seed)
+    picked = [ents[int(i)] for i in rng.choice(len(ents), 4, replace=False)]
+    out = [Seed(name=e, node_id=e, weight=float(rng.random() + 0.2)) for e in picked]
+    out.append(Seed(name="passage", node_id="d3:chk1", weight=0.5, tier="passage"))
+    out.append(Seed(name="unknown", node_id="ent:not-a-node", weight=0.3))  # keeps its teleport share
+    return out
+
+
+@pytest.mark.parametrize("paths", [{}, ROUTE5_PATHS], ids=["route2-paths", "route5-paths"])
+def test_push_stays_within_its_bound_and_ranks_as_the_exact_solver(store: GraphStore, group: str, paths: dict[str, float]) -> None:
+    ents = typed_corpus(store, group, 3)
+    clear_derived()
+    weights = PPR(PPR.Params(**paths)).weights()  # type: ignore[arg-type]
+    g = typed_graph(store, group, weights)
+    degree = dict(zip(g.ids, np.asarray(g.adjacency.sum(axis=0)).ravel().tolist(), strict=True))
+    for k in range(2):
+        seeds = seeds_for(ents, k)
+        exact_state, _ = run(store, group, seeds, solver="direct", top_k=200, budget=1.0, **paths)
+        exact_ent = {e.id: e.score for e in exact_state.entities}
+        exact_top = [e.id for e in exact_state.entities[:10]]
+        exact_mass = exact_state.node_scores
+        for eps, min_overlap in ((1e-4, 0.6), (1e-6, 0.9), (1e-9, 1.0)):
+            state, stats = run(store, group, seeds, solver="push", push_eps=eps, push_tolerance=None, top_k=200, budget=1.0, **paths)
+            assert stats["solver"] == "push" and str(stats["engine"]).startswith("forward push")
+            outside = {s.node_id for s in seeds} - set(g.index)  # seeds without a typed edge
+            assert 0 < int(stats["nodes_touched"]) <= len(g.ids) + len(outside)  # type: ignore[call-overload]
+            bound = float(stats["error_bound"])  # type: ignore[arg-type]
+            # every entity's score is below the exact one by at most bound x its degree ...
+            pushed = {e.id: e.score for e in state.entities}
+            for node, exact_score in exact_ent.items():
+                gap = exact_score - pushed.get(node, 0.0)
+                assert -1e-12 <= gap <= bound * degree.get(node, 0.0) + 1e-12, (node, eps)
+            # ... and every chunk's and section's mass
+            mass = state.node_scores
+            assert isinstance(mass, NodeMass) and mass.is_chunk is not None
+            for node, m in exact_mass.items():
+                gap = m - mass.get(node, 0.0)
+                assert -1e-12 <= gap <= bound * degree.get(node, 0.0) + 1e-12, (node, eps)
+            top = [e.id for e in state.entities[:10]]
+            assert len(set(top) & set(exact_top)) / len(exact_top) >= min_overlap, (eps, top, exact_top)
+        assert top == exact_top  # eps 1e-9: the same order
+        # with a tolerance the push goes on until the bound on what it ranks is that share of the scores
+        state, stats = run(store, group, seeds, solver="push", push_eps=1e-3, push_tolerance=0.2, top_k=10, budget=1.0, **paths)
+        eps = float(stats["eps"])  # type: ignore[arg-type]
+        assert eps < 1e-3
+        mass = state.node_scores
+        assert isinstance(mass, NodeMass)
+        ranked = [(e.id, e.score) for e in state.entities] + mass.top(10)
+        relative = [float(stats["error_bound"]) * degree.get(x, 0.0) / m for x, m in ranked]  # type: ignore[arg-type]
+        assert eps <= 1e-7 or float(np.median(relative)) <= 0.2 + 1e-9
+
+
+def test_push_reads_only_what_its_seeds_reach(store: GraphStore, group: str) -> None:
+    """Two disconnected corpora in one group: a walk from one never reads the other, and
+    reads less of its own the larger its eps; chunks are ranked by mass without the group's
+    chunk list."""
+    ents = typed_corpus(store, group, 5, prefix="a")
+    typed_corpus(store, group, 6, prefix="b", docs=150)
+    seeds = [Seed(name=e, node_id=e, weight=1.0) for e in (ents[3], ents[8], ents[20])]
+    touched = []
+    for eps in (1e-3, 1e-5, 1e-8):
+        state, stats = run(store, group, seeds, solver="push", push_eps=eps, push_tolerance=None, **ROUTE5_PATHS)
+        assert stats["nodes_touched"] and all(not e.id.startswith("ent:b") for e in state.entities)
+        mass = state.node_scores
+        assert not any(node.startswith("b") for node in mass)
+        touched.append(int(stats["nodes_touched"]))
+        passages = StageContext(services=Services(store, group), stage_id="ppr_passages")
+        PPRPassages(PPRPassages.Params(top_k=5)).run(state, passages)
+        assert state.evidence and all(ev.kind == "chunk" and ev.id.startswith("ad") for ev in state.evidence)
+        assert [ev.score for ev in state.evidence] == sorted((ev.score for ev in state.evidence), reverse=True)
+    assert touched[0] < touched[1] <= touched[2] < 60 * 3 + 60 + 120 + 1
+
+
+def test_entity_chunks_read_per_entity_match_a_scan(store: GraphStore, group: str) -> None:
+    """entity_chunks reads each kept entity's chunks from the store, only its first documents'
+    when in reading order: the same chunks, in the same order, as sorting every mention of a
+    whole-group scan - with chunk indexes past 9 (chk10 after chk2), hubs over many
+    documents, mentions from sentences and ties in mass."""
+    rng = np.random.default_rng(4)
+    ents = [f"ent:h{i}" for i in range(6)]
+    nodes = [Node(id=e, label=Label.ENTITY, group=group) for e in ents]
+    edges = []
+    for d in range(30):
+        for c in range(int(rng.integers(1, 14))):
+            cid = f"doc{d:02d}:chk{c}"
+            nodes.append(Node(id=cid, label=Label.CHUNK, group=group, doc_id=f"doc{d:02d}", props={"index": c}))
+            for e in rng.choice(ents, int(rng.integers(0, 4)), replace=False):
+                edges.append(Edge(src=cid, dst=str(e), type=EdgeType.MENTIONS, group=group))
+                sid = f"{cid}/s"
+                nodes.append(Node(id=sid, label=Label.SENTENCE, group=group, doc_id=f"doc{d:02d}"))
+                edges.append(Edge(src=sid, dst=str(e), type=EdgeType.MENTIONS, group=group))
+    store.write(group, nodes, edges)
+    chunks = {n.id: n for n in store.iter_nodes(group, Label.CHUNK)}
+    mass = {c: float(rng.choice([0.0, 0.1, 0.2, 0.3])) for c in chunks}
+    for limit in (1, 5, 12, 500):
+        for m in (None, mass):
+            got, read = chunks_in_order(store, group, ents, limit, m)
+            for e in ents:
+                mentioning = [chunks[x.src] for x in store.iter_edges(group, [EdgeType.MENTIONS]) if x.dst == e and x.src in chunks]
+                weight = m or {}
+                ranked = sorted(mentioning, key=lambda nd, w=weight: (-w.get(nd.id, 0.0), chunk_order(nd)))  # type: ignore[misc]
+                want = [nd.id for nd in ranked[:limit]]
+                assert got[e] == want, (e, limit, m is not None)
+                assert set(got[e]) <= set(read)
+            if m is None and limit < 13:  # the first documents only: not every chunk is read
+                assert len(read) < len(chunks)

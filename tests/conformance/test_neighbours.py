@@ -1,0 +1,76 @@
+"""GraphStore.neighbours on every backend: the same rows as the protocol's default (edges_of
+and get_nodes) and as a whole-group scan, with either filter, and nothing from another group."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pytest
+from graphroute.core.api.models import Edge, EdgeType, Label, Node
+from graphroute.core.api.neighbourhood import Neighbourhood, neighbourhood_of
+from graphroute.core.api.store import GraphStore
+
+TYPES = [EdgeType.MENTIONS, EdgeType.CO_OCCURS, EdgeType.IN_SECTION, EdgeType.SEMANTICALLY_SIMILAR]
+
+
+def random_graph(store: GraphStore, group: str, seed: int) -> list[str]:
+    """Entities, chunks, sentences and sections of a few documents, edges of several types
+    in both directions (some pairs twice, one self-loop), returned: every node id."""
+    rng = np.random.default_rng(seed)
+    nodes = [Node(id=f"ent:e{i}", label=Label.ENTITY, group=group) for i in range(12)]
+    for d in range(5):
+        nodes.append(Node(id=f"d{d}/sec", label=Label.SECTION, group=group, doc_id=f"d{d}"))
+        for c in range(3):
+            nodes.append(Node(id=f"d{d}:chk{c}", label=Label.CHUNK, group=group, doc_id=f"d{d}"))
+            nodes.append(Node(id=f"d{d}/s{c}", label=Label.SENTENCE, group=group, doc_id=f"d{d}"))
+    ids = [n.id for n in nodes]
+    edges = []
+    for _ in range(90):
+        a, b = rng.choice(len(ids), 2)
+        edges.append(Edge(src=ids[a], dst=ids[b], type=TYPES[int(rng.integers(len(TYPES)))], group=group))
+    edges.append(Edge(src="ent:e1", dst="ent:e1", type=EdgeType.CO_OCCURS, group=group))  # self-loop: left out
+    edges.append(Edge(src="ent:e2", dst="ent:e3", type=EdgeType.CO_OCCURS, group=group))
+    edges.append(Edge(src="ent:e3", dst="ent:e2", type=EdgeType.CO_OCCURS, group=group))  # the pair twice
+    edges.append(Edge(src="ent:e2", dst="ent:e3", type=EdgeType.RELATION, group=group))  # not asked for
+    store.write(group, nodes, edges)
+    return ids
+
+
+def rows(nb: Neighbourhood) -> Counter[tuple[str, str, str, str, str | None]]:
+    return Counter(zip(nb.node, nb.type, nb.other, nb.other_label, nb.other_doc, strict=True))
+
+
+def reference(store: GraphStore, group: str, asked: list[str], **kw: object) -> Neighbourhood:
+    """The rows a whole-group scan gives (iter_edges, iter_nodes)."""
+    nodes = {n.id: n for n in store.iter_nodes(group)}
+    labels = {i: str(nodes[i].label) for i in asked if i in nodes}
+    return neighbourhood_of(asked, labels, store.iter_edges(group, TYPES), nodes, **kw)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_neighbours_match_a_scan_and_the_default(store: GraphStore, make_group: object, seed: int) -> None:
+    group = make_group()  # type: ignore[operator]
+    other = make_group()  # type: ignore[operator]
+    ids = random_graph(store, group, seed)
+    random_graph(store, other, seed + 100)  # same ids, other edges: must not leak in
+    rng = np.random.default_rng(seed)
+    asked = [ids[int(i)] for i in rng.choice(len(ids), 15, replace=False)] + ["ent:e2", "missing"]
+    for kw in ({}, {"other_labels": [Label.ENTITY, Label.CHUNK]}, {"first_docs": 2},
+               {"other_labels": [Label.CHUNK], "first_docs": 1}):
+        got = store.neighbours(group, asked, TYPES, **kw)  # type: ignore[arg-type]
+        want = reference(store, group, asked, other_labels=kw.get("other_labels"), first_docs=kw.get("first_docs"))
+        default = GraphStore.neighbours(store, group, asked, TYPES, **kw)  # type: ignore[arg-type]
+        assert rows(got) == rows(want) == rows(default), kw
+        assert got.labels == want.labels == default.labels
+        assert "missing" not in got.labels and "missing" not in got.node
+    pair = store.neighbours(group, ["ent:e2"], [EdgeType.CO_OCCURS])
+    assert Counter(o for o in pair.other)["ent:e3"] >= 2  # both directions count, as an export sums them
+    assert not store.neighbours(group, ["ent:e1"], [EdgeType.CO_OCCURS]).other.count("ent:e1")
+
+
+def test_neighbours_of_nothing(store: GraphStore, group: str) -> None:
+    store.write(group, [Node(id="ent:a", label=Label.ENTITY, group=group)])
+    assert len(store.neighbours(group, [], TYPES)) == 0
+    nb = store.neighbours(group, ["ent:a"], [])
+    assert nb.labels == {"ent:a": Label.ENTITY} and len(nb) == 0

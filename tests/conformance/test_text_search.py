@@ -1,0 +1,44 @@
+"""GraphStore.search_text and the bm25 stage on every backend: Neo4j ranks the group's
+chunks in its full-text index (nothing of the group is read into the client), the embedded
+store has no text index and the stage ranks with bm25s in the client; both find the same
+chunk first."""
+
+from __future__ import annotations
+
+from graphroute.core.api.models import Label, Node
+from graphroute.core.api.stage import QueryState, StageContext
+from graphroute.core.api.store import GraphStore
+from graphroute.core.query.services import Services
+from graphroute.plugins.baselines.lexical import BM25Search
+
+TOPICS = ["glaciers carve fjords", "volcanoes erupt lava", "rivers deposit silt", "deserts shift dunes"]
+
+
+def chunks(group: str, n: int, prefix: str = "c") -> list[Node]:
+    out = []
+    for i in range(n):
+        topic = TOPICS[i % len(TOPICS)]
+        out.append(Node(id=f"{prefix}{i:03d}", label=Label.CHUNK, group=group, doc_id=f"d{i}",
+                        props={"text": f"Chunk {i}: {topic} over the years.", "document": f"Report {i}", "index": 0}))
+        out.append(Node(id=f"{prefix}{i:03d}/s", label=Label.SENTENCE, group=group, doc_id=f"d{i}",
+                        props={"text": "Glaciers glaciers glaciers carve fjords."}))  # sentences are not indexed
+    return out
+
+
+def test_full_text_search_keeps_to_the_group(store: GraphStore, make_group: object) -> None:
+    group, crowd = make_group(), make_group()  # type: ignore[operator]
+    store.write(group, chunks(group, 8))
+    store.write(crowd, chunks(crowd, 300, prefix="x"))  # the same words, many more chunks
+    hits = store.search_text(group, "Which glacier carved the fjords?", 3)
+    if store.backend == "embedded":
+        assert hits is None  # no text index: the stage ranks in the client
+    else:
+        assert hits is not None and len(hits) == 2  # the two glacier chunks of this group, no others
+        assert {h for h, _ in hits} == {"c000", "c004"} and all(s > 0 for _, s in hits)
+        assert store.search_text(group, "what?!", 3) == [] and store.search_text(group, "lava", 0) == []
+    state = QueryState("Which glacier carved the fjords?", group)
+    ctx = StageContext(services=Services(store, group), stage_id="bm25")
+    BM25Search(BM25Search.Params(top_k=3)).run(state, ctx)
+    assert {e.id for e in state.evidence[:2]} == {"c000", "c004"}
+    assert state.evidence[0].document.startswith("Report") and "glaciers" in state.evidence[0].text
+    assert ctx.stats["engine"] == ("bm25s in the client" if store.backend == "embedded" else "store full-text index")
