@@ -48,8 +48,7 @@ def leave_triton_unloaded_without_gpu() -> None:
     Why: importing sentence-transformers imports transformers' model code, which imports
     ``torch._dynamo``, whose import loads Triton only to learn whether it is installed. Triton
     compiles GPU kernels; on a machine without a GPU it never runs, yet its shared library
-    stays mapped: 66-90 MB of resident memory per process (docs/performance.md,
-    twenty-fourth round). ``None`` in ``sys.modules`` is Python's own "not importable" mark,
+    stays mapped: 66-90 MB of resident memory per process. ``None`` in ``sys.modules`` is Python's own "not importable" mark,
     so torch takes its usual path for an install without Triton.
 
     Nothing changes where a CUDA device is visible or Triton was already imported, and

@@ -88,7 +88,7 @@ _FACTORS_KEPT = 4  # LU factorisations a TypedGraph keeps, one per damping, leas
 
 
 # A sparse part with at least this many non-zeros is multiplied in two row blocks on two
-# threads (scipy's mat-vec releases the GIL). Measured in the sixth round (/tmp/exp/mt.py):
+# threads (scipy's mat-vec releases the GIL). Measured:
 # 100k synthetic sentences' route 2 graph, 1.79 M non-zeros, 1.919 -> 1.24 ms a mat-vec;
 # MuSiQue's 572k, 0.460 -> 0.447 ms, where handing half to a thread gains nothing.
 PARALLEL_NNZ = 1_000_000
@@ -143,7 +143,7 @@ class SparseProduct:
     (MKL) splits the rows over the OpenMP threads the question's embedding uses, which hand
     over cheaply. MuSiQue's route 2 graph (249k non-zeros plus the 2 x 27k of its co-mention
     product): 418 -> 251 us a product alone, route2_local's `ppr` p50 14.27 / 14.59 -> 12.75 /
-    12.55 ms in the query suite (docs/performance.md, sixteenth round). Above
+    12.55 ms in the query suite. Above
     ``PARALLEL_NNZ`` the two scipy row blocks stay: on the 100k synthetic graph (1.79 M
     non-zeros) torch's product was faster alone but slower inside CG (route2_local's solve
     29.21 against 25.30 ms p50).

@@ -92,12 +92,11 @@ def torch_products() -> Any | None:
     """thinc's CPU backend with ``gemm`` done by ``torch.mm``, or None without torch.
 
     Why: thinc multiplies with BLIS, 2-4x slower than MKL or OpenBLAS at a question's sizes
-    (15 x 96 by 96 x 288: BLIS 42.1 us, torch 17.2; twelfth round). numpy's OpenBLAS would be
+    (15 x 96 by 96 x 288: BLIS 42.1 us, torch 17.2). numpy's OpenBLAS would be
     as fast, but its worker threads keep spinning on the cores the question's embedding
     needs next (the embedding after route 2's names 12.13-12.52 -> 18.02-18.98 ms p50); torch's products
     run on the embedding's own threads. Route 2's names (tagger, parser and NER) 7.47-7.73 ->
-    6.77-6.96 ms p50, the embedding after them unchanged (docs/performance.md, sixteenth
-    round); entities, tags, parses and noun chunks identical on the 100 MuSiQue questions and
+    6.77-6.96 ms p50, the embedding after them unchanged; entities, tags, parses and noun chunks identical on the 100 MuSiQue questions and
     its 1,890 passages."""
     try:
         import torch
