@@ -100,19 +100,19 @@ def _brief(result: dict[str, Any]) -> dict[str, Any]:
     return brief
 
 
-StoreOpt = Annotated[str, typer.Option("--store", help="store directory or neo4j:// / bolt:// URI")]
-GroupOpt = Annotated[str, typer.Option("--group", help="the group")]
+StoreOpt = Annotated[str, typer.Option("--store", metavar="DIR|URI", help="store directory or neo4j:// / bolt:// URI")]
+GroupOpt = Annotated[str, typer.Option("--group", metavar="GROUP", help="the group")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print the whole result")]
-OutOpt = Annotated[Path | None, typer.Option("--out", help="also write the JSON result here")]
+OutOpt = Annotated[Path | None, typer.Option("--out", metavar="FILE", help="also write the JSON result here")]
 
 
 def graph_gen(
     store: StoreOpt,
     group: GroupOpt,
-    sentences: Annotated[int, typer.Option("--sentences", min=1)] = 1_000_000,
-    topics: Annotated[int | None, typer.Option("--topics", help="default: one per 2,500 sentences")] = None,
-    entities: Annotated[int | None, typer.Option("--entities", help="vocabulary; default: 0.3 per sentence")] = None,
-    seed: Annotated[int, typer.Option("--seed")] = 7,
+    sentences: Annotated[int, typer.Option("--sentences", min=1, metavar="N", help="sentences to generate")] = 1_000_000,
+    topics: Annotated[int | None, typer.Option("--topics", metavar="N", help="default: one per 2,500 sentences")] = None,
+    entities: Annotated[int | None, typer.Option("--entities", metavar="N", help="vocabulary; default: 0.3 per sentence")] = None,
+    seed: Annotated[int, typer.Option("--seed", metavar="N", help="random seed")] = 7,
     as_json: JsonOpt = False,
     out_file: OutOpt = None,
 ) -> None:
@@ -130,10 +130,10 @@ def graph_gen(
 def scale_query(
     store: StoreOpt,
     group: GroupOpt,
-    route: Annotated[list[str] | None, typer.Option("--route", help="repeatable")] = None,
-    questions: Annotated[int, typer.Option("--questions", min=1)] = 30,
-    questions_file: Annotated[Path | None, typer.Option("--questions-file", help="HippoRAG JSON; default: the generated corpus's")] = None,
-    solver: Annotated[str, typer.Option("--solver", help="push, or 'route' for each route's own solver")] = "push",
+    route: Annotated[list[str] | None, typer.Option("--route", metavar="ROUTE", help="route to query (repeatable)")] = None,
+    questions: Annotated[int, typer.Option("--questions", min=1, metavar="N", help="questions to ask")] = 30,
+    questions_file: Annotated[Path | None, typer.Option("--questions-file", metavar="FILE", help="HippoRAG JSON; default: the generated corpus's")] = None,
+    solver: Annotated[str, typer.Option("--solver", metavar="SOLVER", help="push, or 'route' for each route's own solver")] = "push",
     as_json: JsonOpt = False,
     out_file: OutOpt = None,
 ) -> None:
@@ -164,11 +164,11 @@ def communities(store: StoreOpt, group: GroupOpt, as_json: JsonOpt = False, out_
 def ppr_equivalence(
     store: StoreOpt,
     group: GroupOpt,
-    route: Annotated[list[str] | None, typer.Option("--route", help="repeatable")] = None,
-    questions: Annotated[int, typer.Option("--questions", min=1)] = 100,
-    questions_file: Annotated[Path | None, typer.Option("--questions-file", help="HippoRAG JSON; default: the generated corpus's")] = None,
-    eps: Annotated[float | None, typer.Option("--eps", help="push_eps; default the ppr stage's")] = None,
-    tolerance: Annotated[float | None, typer.Option("--tolerance", help="push_tolerance; 0: none; default the stage's")] = None,
+    route: Annotated[list[str] | None, typer.Option("--route", metavar="ROUTE", help="route to query (repeatable)")] = None,
+    questions: Annotated[int, typer.Option("--questions", min=1, metavar="N", help="questions to ask")] = 100,
+    questions_file: Annotated[Path | None, typer.Option("--questions-file", metavar="FILE", help="HippoRAG JSON; default: the generated corpus's")] = None,
+    eps: Annotated[float | None, typer.Option("--eps", metavar="EPS", help="push_eps; default the ppr stage's")] = None,
+    tolerance: Annotated[float | None, typer.Option("--tolerance", metavar="FRACTION", help="push_tolerance; 0: none; default the stage's")] = None,
     as_json: JsonOpt = False,
     out_file: OutOpt = None,
 ) -> None:
