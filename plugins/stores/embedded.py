@@ -648,6 +648,46 @@ class EmbeddedStore(GraphStore):
                             seen[row[0]] = self._edge(group, row[1:])
         return [seen[k] for k in sorted(seen)]
 
+    def _around(
+        self,
+        group: str,
+        ids: Sequence[str],
+        types: Collection[str],
+        other_labels: Collection[str] | None,
+        labels: dict[str, str],
+        columns: str,
+    ) -> Iterator[tuple[sqlite3.Connection, str, tuple[Any, ...]]]:
+        """Per batch of ``ids``: each id's label into ``labels``, then the connection, a query
+        over the batch's edges of ``types`` in both directions (columns ``node``, ``type`` and
+        ``columns``, where ``e.{b}`` is the other end and ``n`` its node row) and its arguments.
+
+        Both directions go through their indexes: (grp, src, type, dst) for outgoing edges,
+        (grp, dst) for incoming ones, each joined to the other end's node row by its key."""
+        id_list = list(dict.fromkeys(ids))
+        type_list = [str(t) for t in types]
+        label_list = None if other_labels is None else [str(x) for x in other_labels]
+        t_sql = _marks(len(type_list))
+        l_sql = "" if label_list is None else f" AND n.label IN ({_marks(len(label_list))})"
+        if not id_list:
+            return
+        with self._snapshot() as conn:
+            for chunk in _chunks(id_list):
+                marks = _marks(len(chunk))
+                for row in conn.execute(
+                    f"SELECT id, label FROM nodes WHERE grp = ? AND id IN ({marks})", (group, *chunk)
+                ):
+                    labels[row[0]] = row[1]
+                if not type_list:
+                    continue
+                half = (
+                    f"SELECT e.{{a}} AS node, e.type AS type, {columns} "
+                    "FROM edges e JOIN nodes n ON n.grp = e.grp AND n.id = e.{b} "
+                    f"WHERE e.grp = ? AND e.{{a}} IN ({marks}) AND e.type IN ({t_sql}) AND e.src != e.dst{l_sql}"
+                )
+                args = (group, *chunk, *type_list, *(label_list or ()))
+                sql = f"{half.format(a='src', b='dst')} UNION ALL {half.format(a='dst', b='src')}"
+                yield conn, sql, (*args, *args)
+
     def neighbours(
         self,
         group: str,
@@ -657,77 +697,31 @@ class EmbeddedStore(GraphStore):
         other_labels: Collection[str] | None = None,
         first_docs: int | None = None,
     ) -> Neighbourhood:
-        # Both directions through their indexes: (grp, src, type, dst) for outgoing edges,
-        # (grp, dst) for incoming ones, each joined to the other end's node row by its key.
-        id_list = list(dict.fromkeys(ids))
-        type_list = [str(t) for t in types]
         out = Neighbourhood({})
-        if not id_list:
-            return out
-        label_list = None if other_labels is None else [str(x) for x in other_labels]
-        t_sql = _marks(len(type_list))
-        l_sql = "" if label_list is None else f" AND n.label IN ({_marks(len(label_list))})"
-        with self._snapshot() as conn:
-            for chunk in _chunks(id_list):
-                marks = _marks(len(chunk))
-                for row in conn.execute(
-                    f"SELECT id, label FROM nodes WHERE grp = ? AND id IN ({marks})", (group, *chunk)
-                ):
-                    out.labels[row[0]] = row[1]
-                if not type_list:
-                    continue
-                half = (
-                    "SELECT e.{a} AS node, e.type AS type, e.{b} AS other, n.label AS label, n.doc_id AS doc "
-                    "FROM edges e JOIN nodes n ON n.grp = e.grp AND n.id = e.{b} "
-                    f"WHERE e.grp = ? AND e.{{a}} IN ({marks}) AND e.type IN ({t_sql}) AND e.src != e.dst{l_sql}"
+        columns = "e.{b} AS other, n.label AS label, n.doc_id AS doc"
+        for conn, sql, args in self._around(group, ids, types, other_labels, out.labels, columns):
+            if first_docs is not None:
+                sql = (
+                    f"SELECT node, type, other, label, doc FROM (SELECT *, DENSE_RANK() OVER "
+                    f"(PARTITION BY node ORDER BY doc) AS k FROM ({sql}) WHERE doc IS NOT NULL) WHERE k <= ?"
                 )
-                args = (group, *chunk, *type_list, *(label_list or ()))
-                sql = f"{half.format(a='src', b='dst')} UNION ALL {half.format(a='dst', b='src')}"
-                if first_docs is not None:
-                    sql = (
-                        f"SELECT node, type, other, label, doc FROM (SELECT *, DENSE_RANK() OVER "
-                        f"(PARTITION BY node ORDER BY doc) AS k FROM ({sql}) WHERE doc IS NOT NULL) WHERE k <= ?"
-                    )
-                for row in conn.execute(sql, (*args, *args, *(() if first_docs is None else (first_docs,)))):
-                    out.node.append(row[0])
-                    out.type.append(row[1])
-                    out.other.append(row[2])
-                    out.other_label.append(row[3])
-                    out.other_doc.append(row[4])
+                args = (*args, first_docs)
+            for row in conn.execute(sql, args):
+                out.node.append(row[0])
+                out.type.append(row[1])
+                out.other.append(row[2])
+                out.other_label.append(row[3])
+                out.other_doc.append(row[4])
         return out
 
     def neighbour_counts(
         self, group: str, ids: Sequence[str], types: Collection[str], *, other_labels: Collection[str] | None = None
     ) -> NeighbourCounts:
-        id_list = list(dict.fromkeys(ids))
-        type_list = [str(t) for t in types]
         out = NeighbourCounts({})
-        if not id_list:
-            return out
-        label_list = None if other_labels is None else [str(x) for x in other_labels]
-        t_sql = _marks(len(type_list))
-        l_sql = "" if label_list is None else f" AND n.label IN ({_marks(len(label_list))})"
-        with self._snapshot() as conn:
-            for chunk in _chunks(id_list):
-                marks = _marks(len(chunk))
-                for row in conn.execute(
-                    f"SELECT id, label FROM nodes WHERE grp = ? AND id IN ({marks})", (group, *chunk)
-                ):
-                    out.labels[row[0]] = row[1]
-                if not type_list:
-                    continue
-                half = (
-                    "SELECT e.{a} AS node, e.type AS type, n.label AS label "
-                    "FROM edges e JOIN nodes n ON n.grp = e.grp AND n.id = e.{b} "
-                    f"WHERE e.grp = ? AND e.{{a}} IN ({marks}) AND e.type IN ({t_sql}) AND e.src != e.dst{l_sql}"
-                )
-                args = (group, *chunk, *type_list, *(label_list or ()))
-                sql = (
-                    f"SELECT node, type, label, COUNT(*) FROM ({half.format(a='src', b='dst')} UNION ALL "
-                    f"{half.format(a='dst', b='src')}) GROUP BY node, type, label"
-                )
-                for node, t, lb, n in conn.execute(sql, (*args, *args)):
-                    out.counts.setdefault(node, []).append((t, lb, int(n)))
+        for conn, sql, args in self._around(group, ids, types, other_labels, out.labels, "n.label AS label"):
+            grouped = f"SELECT node, type, label, COUNT(*) FROM ({sql}) GROUP BY node, type, label"
+            for node, t, lb, n in conn.execute(grouped, args):
+                out.counts.setdefault(node, []).append((t, lb, int(n)))
         return out
 
     def iter_edges(self, group: str, types: Collection[str] | None = None) -> Iterator[Edge]:
