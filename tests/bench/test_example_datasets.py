@@ -1,5 +1,5 @@
-"""The benchmark sets shipped in examples/datasets: the Larkspur handbook corpus and the
-script that makes the MuSiQue negatives set."""
+"""The benchmark sets shipped in examples/datasets: the Larkspur handbook, the Wrenfield Courier
+newspaper archive and the script that makes the MuSiQue negatives set."""
 
 from __future__ import annotations
 
@@ -17,18 +17,29 @@ ROOT = Path(__file__).resolve().parents[2] / "examples" / "datasets"
 MUSIQUE = Path("/work/shared/datasets/musique")
 
 
-def test_larkspur_loads_and_every_answer_is_in_a_gold_document() -> None:
-    folder = ROOT / "larkspur"
+# (folder, documents, question kinds): the Larkspur handbook and the Wrenfield Courier archive
+SETS = [
+    ("larkspur", 61, {"single": 69, "multi": 38, "off_topic": 12, "near_miss": 22}),
+    ("wrenfield", 55, {"single": 54, "multi": 42, "off_topic": 10, "near_miss": 25}),
+]
+
+
+@pytest.mark.parametrize(("name", "documents", "kinds"), SETS, ids=[s[0] for s in SETS])
+def test_example_set_loads_and_every_answer_is_in_a_gold_document(
+    name: str, documents: int, kinds: dict[str, int]
+) -> None:
+    folder = ROOT / name
     ds = load_dataset(folder / "questions.json", folder / "corpus.json")
     assert sum(f.stat().st_size for f in folder.iterdir()) < 1_000_000
-    assert len(ds.corpus) == 61 and ds.unresolved_gold == 0
-    kinds = Counter(q.metadata["type"] for q in ds.questions)
-    assert kinds == {"single": 69, "multi": 38, "off_topic": 12, "near_miss": 22}
+    assert len(ds.corpus) == documents and ds.unresolved_gold == 0
+    assert len({p.title for p in ds.corpus}) == documents  # gold titles name one document each
+    assert Counter(q.metadata["type"] for q in ds.questions) == kinds
     for q in ds.questions:
         if q.answerable:
             assert q.gold and q.answers, q.id
             assert any(contains_answer(ds.corpus[i].text, q.answers) for i in q.gold), q.id
             assert (len(q.gold) >= 2) == (q.metadata["type"] == "multi"), q.id
+            assert q.metadata["hops"] == len(q.gold), q.id
         else:
             assert not q.gold and not q.answers, q.id
     assert len({q.question for q in ds.questions}) == len(ds.questions)
