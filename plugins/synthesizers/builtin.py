@@ -187,20 +187,37 @@ class NegativeFloor(StageParams):
 
 # Words that may join the capitalised words of one name ("Bank of England", "Vincent van Gogh").
 _NAME_JOINERS = frozenset(["of", "the", "and", "de", "van", "von", "der", "den", "da", "di", "du", "del", "la", "le", "y", "for", "on", "in", "a", "&"])
-_QTOKEN_RE = re.compile(r"[^\W_]+(?:['’.\-][^\W_]+)*")
+# words, and the punctuation that ends a name ("Morgan Freeman, Robert De Niro" is two names)
+_QTOKEN_RE = re.compile(r"[^\W_]+(?:['’.\-][^\W_]+)*|[,;:()\[\]\"“”!?]")
+
+
+def _question_tokens(question: str) -> list[tuple[bool, str]]:
+    """The question's tokens, each with whether it may be part of a name: a word after the
+    first word; the first word (capitalised anyway) and punctuation come with False, and a
+    punctuation token is returned as ""."""
+    out: list[tuple[bool, str]] = []
+    words = 0
+    for tok in _QTOKEN_RE.findall(question):
+        if not tok[0].isalnum():
+            out.append((False, ""))
+            continue
+        out.append((words > 0, tok))
+        words += 1
+    return out
 
 
 def question_names(question: str) -> list[tuple[str, ...]]:
     """The names a question mentions, each as its normalised words.
 
     A name is a run of capitalised words (joined by "of", "the", "van", ...), never starting
-    at the question's first word, which is capitalised anyway; hyphenated parts count as words
+    at the question's first word, which is capitalised anyway, and ended by punctuation (a
+    comma between two names, a closing quote); hyphenated parts count as words
     ("Jong-chul" -> jong, chul). Words of one letter (initials) and stopwords are dropped."""
     names: list[tuple[str, ...]] = []
     run: list[str] = []
     joined = False
-    for i, tok in enumerate(_QTOKEN_RE.findall(question)):
-        if i > 0 and tok[:1].isupper():
+    for may_name, tok in _question_tokens(question):
+        if may_name and tok[:1].isupper():
             run.append(tok)
             joined = False
             continue
@@ -227,8 +244,8 @@ def question_name_pairs(question: str) -> list[tuple[str, str]]:
     (harri, fawell)."""
     pairs: list[tuple[str, str]] = []
     prev = ""
-    for i, tok in enumerate(_QTOKEN_RE.findall(question)):
-        if i == 0 or not tok[:1].isupper():
+    for may_name, tok in _question_tokens(question):
+        if not may_name or not tok[:1].isupper():
             prev = ""
             continue
         for part in re.split(r"[.\-]", tok):

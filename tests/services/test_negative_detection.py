@@ -136,3 +136,15 @@ def test_absent_noun_says_not_found_and_a_known_one_does_not() -> None:
     assert reason == "noun_not_in_corpus" and info["nouns_not_in_corpus"] == ["pet"]
     # every noun is in the corpus (plurals folded): the rule lets the question through
     assert negative_reason("How many days of annual leave do employees get?", [ev(CORPUS[4])], floor, lambda: LEX)[0] is None
+
+
+def test_punctuation_ends_a_name() -> None:
+    # two names in a list are two names, not one phrase "Freeman Robert" the corpus must hold
+    q = "What movie stars Morgan Freeman, Robert De Niro and the producer of The Jewel of the Nile?"
+    assert question_names(q)[:2] == [("morgan", "freeman"), ("robert", "de", "niro")]
+    assert ("freeman", "robert") not in question_name_pairs(q)
+    # a quotation mark before the first word does not make that word part of a name
+    assert question_names('"Who wrote Pride and Prejudice?') == [("pride", "prejudice")]
+    corpus = CorpusLexicon.build(["Morgan Freeman starred with Robert De Niro."], with_pairs=True)
+    floor = NegativeFloor(names_in_corpus=True, name_phrases=True)
+    assert negative_reason("Did Morgan Freeman, Robert De Niro act together?", [ev("x")], floor, lambda: corpus)[0] is None
