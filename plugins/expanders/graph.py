@@ -741,10 +741,10 @@ class PPR(Stage):
             "the node's degree (the trace's error_bound); smaller is closer and reads more of the graph.",
         )
         push_tolerance: float | None = Field(
-            0.2, gt=0.0, le=10.0,
-            description="solver push: lower eps (a third at a time, down to 1e-7) until the certified bound "
-            "is at most this share of the score, in the median over the top_k entities and chunks; null: "
-            "stop at push_eps.",
+            0.05, gt=0.0, le=10.0,
+            description="solver push: lower eps (a third at a time, down to 1e-7) until the certified L1 error "
+            "bound (no score is off by more than it) is at most this share of the smallest score ranked (the "
+            "top_k-th entity's or chunk's); null: stop at push_eps.",
         )
         tol: float = Field(
             1e-10, gt=0.0, le=1e-2,

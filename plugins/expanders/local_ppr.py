@@ -41,11 +41,22 @@ eps L(v)``, i.e. when it may need a push. So every node ends with ``r < eps deg`
 or not, and the bound above holds. Degrees counted are kept between questions for the store
 version (:class:`DegreeCache`, bounded): a hub is counted once, not by every question.
 
-**How far to push** (``push_tolerance``). The bound is per unit of degree, and what a
-route ranks may have small scores next to its degree (many seeds of thin mass): the push
-starts at ``push_eps`` and, while the bound over the ranked entities and chunks is more than
-``push_tolerance`` of their scores (median), goes on at a third of eps, resuming from its
-residual (nothing is redone).
+**Draining what is read.** A node whose edges are already in the client is pushed down to
+``DRAIN x eps`` rather than ``eps``: its push costs no store query, so the part of the graph
+already read is solved nearly exactly and the residual left is only on nodes not read
+(PowerPush: Wu, Gan, Wei and Wen, SIGMOD 2021, switch to a global solve once the frontier
+is large). The per-node bound above still holds (every residual is below ``eps deg``); the
+L1 bound falls with the drained residual.
+
+**How far to push** (``push_tolerance``). The error vector ``y - (q + r)`` is non-negative
+and sums to ``d |r|_1 / (1 - d)``, so no node's score is off by more than that L1 bound. The
+push starts at ``push_eps`` and goes on at a third of eps (resuming from its residual, down
+to ``min_eps``) until the L1 bound is at most ``push_tolerance`` of the smallest score it
+ranks (the ``top_k``-th entity's or chunk's): then no ranked score is off by more than that
+share of the smallest, and a node outside the ranking can overtake a ranked one only by less
+than that margin. Where PageRank mass reaches the whole graph within a few hops (a small,
+densely linked corpus such as the MuSiQue slice), certifying this reads the whole typed
+graph; on a large graph the walk stays where the seeds' mass is.
 
 The walk's node kinds are the typed graph's: entities, text chunks and sections (sentence
 mentions are not part of it; the store filters them by the far end's label).
@@ -72,6 +83,7 @@ if TYPE_CHECKING:
     from .graph import PPR
 
 READ_BATCH = 500  # nodes read per store query
+DRAIN = 1e-3  # read nodes are pushed down to this share of eps
 # node kinds of the typed graph (the far ends a walk may reach)
 WALK_LABELS: tuple[str, ...] = (Label.ENTITY.value, Label.CHUNK.value, Label.SECTION.value)
 ENTITY, CHUNK = Label.ENTITY.value, Label.CHUNK.value
@@ -329,27 +341,19 @@ class _Walk:
             self.known[: len(self.ids)] += np.bincount(dst, weights=w, minlength=len(self.ids))
             self.read[part] = True
 
-    def relative_bound(
-        self, eps: float, d: float, k: int, store: GraphStore, group: str, paths: Paths, types: list[str],
-        cache: dict[str, tuple[float, str]],
-    ) -> float:
-        """The median, over the ``k`` best entities and the ``k`` best chunks by their current
-        estimate, of the bound the push certifies at ``eps`` divided by the estimate (their
-        degrees counted first where a node was never counted)."""
+    def ranked_floor(self, k: int) -> float:
+        """The smaller of the ``k``-th best entity's and the ``k``-th best chunk's current
+        estimate (unnormalised; the best one's where fewer than ``k`` have any): the
+        smallest score the route ranks."""
         n = len(self.ids)
         est = self.q[:n] + self.r[:n]
-        picked = []
+        floors = []
         for label in (ENTITY, CHUNK):
             kind = np.fromiter((lb == label for lb in self.labels), dtype=bool, count=n)
-            picked.append(largest(est, np.flatnonzero(kind & (est > 0)), k))
-        top = np.concatenate(picked)
-        if not len(top):
-            return 0.0
-        fresh = top[~self.counted[top]]
-        if len(fresh):
-            self.count_degrees(store, group, fresh, paths, types, cache)
-        # the unnormalised bound eps d deg / (1 - d) against the unnormalised estimate
-        return float(np.median(eps * d * self.deg[top] / ((1.0 - d) * est[top])))
+            top = largest(est, np.flatnonzero(kind & (est > 0)), k)
+            if len(top):
+                floors.append(float(est[top].min()))
+        return min(floors) if floors else 0.0
 
     def spread(self, nodes: np.ndarray, shares: np.ndarray) -> np.ndarray:
         """``sum_u shares[u] * A[:, u]`` over ``nodes`` (read ones), as a dense vector."""
@@ -394,10 +398,8 @@ def push_pagerank(
     store a frontier at a time (see the module docstring for the bound it certifies).
 
     With ``tolerance``, the push goes on at a third of ``eps`` at a time (down to
-    ``min_eps``) until the bound it certifies is at most ``tolerance`` of the score, in the
-    median over the ``top_k`` best entities and the ``top_k`` best chunks: a corpus where the
-    seeds' mass is thin (many seeds, large degrees) is pushed further than one where the
-    ranked nodes stand out, for the same relative accuracy of what is ranked."""
+    ``min_eps``) until its L1 error bound is at most ``tolerance`` of the smaller of the
+    ``top_k``-th best entity's and chunk's scores."""
     walk = _Walk()
     weights = np.asarray(seed_weights, dtype=np.float64)
     total = float(weights.sum())
@@ -414,10 +416,14 @@ def push_pagerank(
         n = len(walk)
         r = walk.r[:n]
         counted = walk.counted[:n]
+        read = walk.read[:n]
         bound = np.where(counted, walk.deg[:n], walk.known[:n])
-        cand = np.flatnonzero((r > 0) & (r >= eps * bound))
+        # a read node is pushed down to DRAIN x eps: its edges are in the client, so its
+        # push costs no store query (PowerPush's idea: the part of the graph already read
+        # is solved nearly exactly, and only new nodes wait for eps)
+        cand = np.flatnonzero((r > 0) & (r >= np.where(read, eps * DRAIN, eps) * bound))
         if not len(cand):
-            if tolerance is None or eps <= min_eps or walk.relative_bound(eps, d, top_k, store, group, paths, types, cache) <= tolerance:
+            if tolerance is None or eps <= min_eps or d * float(r.sum()) / (1.0 - d) <= tolerance * walk.ranked_floor(top_k):
                 break
             eps = max(eps / 3.0, min_eps)
             continue
@@ -425,7 +431,7 @@ def push_pagerank(
         if len(uncounted):
             walk.count_degrees(store, group, uncounted, paths, types, cache)
             # their degrees may leave some below the threshold: only the others are read
-            cand = cand[walk.r[cand] >= eps * walk.deg[cand]]
+            cand = cand[walk.r[cand] >= np.where(walk.read[cand], eps * DRAIN, eps) * walk.deg[cand]]
         unread = cand[~walk.read[cand] & (walk.deg[cand] > 0)]
         if len(unread):
             walk.load(store, group, unread, paths, types)
