@@ -5,7 +5,7 @@ The exact solvers of :mod:`graphroute.plugins.expanders.graph` export the group'
 typed graph into the client (once per store version); its memory and the first query after
 every write grow with the corpus. This solver reads only the nodes the walk reaches: each
 round, the nodes whose residual is large for their degree are read with
-:meth:`GraphStore.neighbours` (one indexed query per batch: Cypher expansions on Neo4j,
+:meth:`GraphStore.neighbours` (one store call per round: one Cypher expansion on Neo4j,
 the indexed adjacency on the embedded store) and pushed. It holds nothing between
 questions.
 
@@ -82,7 +82,6 @@ from .graph import DEFAULT_PUSH_EPS, MIN_PUSH_EPS, NodeMass, _scored, budget_cut
 if TYPE_CHECKING:
     from .graph import PPR
 
-READ_BATCH = 500  # nodes read per store query
 DRAIN = 1e-3  # read nodes are pushed down to this share of eps
 # node kinds of the typed graph (the far ends a walk may reach)
 WALK_LABELS: tuple[str, ...] = (Label.ENTITY.value, Label.CHUNK.value, Label.SECTION.value)
@@ -295,13 +294,12 @@ class _Walk:
                 self.deg[i], label = hit
                 self.labels[i] = label or self.labels[i]
                 self.cached += 1
-        for start in range(0, len(todo), READ_BATCH):
-            part = todo[start : start + READ_BATCH]
-            asked = [self.ids[i] for i in part]
+        if todo:
+            asked = [self.ids[i] for i in todo]
             nc = store.neighbour_counts(group, asked, types, other_labels=WALK_LABELS)
             self.queries += 1
             found = degrees(nc, paths)
-            for i, x in zip(part, asked, strict=True):
+            for i, x in zip(todo, asked, strict=True):
                 label = nc.labels.get(x) or ""
                 if label:
                     self.labels[i] = label
@@ -310,36 +308,35 @@ class _Walk:
         self.counted[nodes] = True
 
     def load(self, store: GraphStore, group: str, nodes: np.ndarray, paths: Paths, types: list[str]) -> None:
-        """Read the edges of ``nodes`` (local indices, degrees counted)."""
-        for start in range(0, len(nodes), READ_BATCH):
-            part = nodes[start : start + READ_BATCH]
-            asked = [self.ids[int(i)] for i in part]
-            nb = store.neighbours(group, asked, types, other_labels=WALK_LABELS)
-            self.queries += 1
-            self.rows += len(nb)
-            for x in asked:
-                label = nb.labels.get(x)
-                if label is not None:
-                    self.labels[self.index[x]] = label
-            w = row_weights(nb, paths)
-            keep = np.flatnonzero(w > 0)
-            src = self.touch([nb.node[k] for k in keep])
-            dst = self.touch([nb.other[k] for k in keep], [nb.other_label[k] for k in keep])
-            w = w[keep]
-            # a node's rows need not come together from the store: group them by node
-            order = np.argsort(src, kind="stable")
-            src, dst, w = src[order], dst[order], w[order]
-            base = self.edges
-            self.edges += len(src)
-            self.nbr = _grown(self.nbr, self.edges)
-            self.wt = _grown(self.wt, self.edges)
-            self.nbr[base : self.edges] = dst
-            self.wt[base : self.edges] = w
-            nodes_with, first, count = np.unique(src, return_index=True, return_counts=True)
-            self.first[nodes_with] = base + first
-            self.count[nodes_with] = count
-            self.known[: len(self.ids)] += np.bincount(dst, weights=w, minlength=len(self.ids))
-            self.read[part] = True
+        """Read the edges of ``nodes`` (local indices, degrees counted): the round's whole
+        frontier in one store call (one statement on Neo4j up to its frontier batch)."""
+        asked = [self.ids[int(i)] for i in nodes]
+        nb = store.neighbours(group, asked, types, other_labels=WALK_LABELS)
+        self.queries += 1
+        self.rows += len(nb)
+        for x in asked:
+            label = nb.labels.get(x)
+            if label is not None:
+                self.labels[self.index[x]] = label
+        w = row_weights(nb, paths)
+        keep = np.flatnonzero(w > 0)
+        src = self.touch([nb.node[k] for k in keep])
+        dst = self.touch([nb.other[k] for k in keep], [nb.other_label[k] for k in keep])
+        w = w[keep]
+        # a node's rows need not come together from the store: group them by node
+        order = np.argsort(src, kind="stable")
+        src, dst, w = src[order], dst[order], w[order]
+        base = self.edges
+        self.edges += len(src)
+        self.nbr = _grown(self.nbr, self.edges)
+        self.wt = _grown(self.wt, self.edges)
+        self.nbr[base : self.edges] = dst
+        self.wt[base : self.edges] = w
+        nodes_with, first, count = np.unique(src, return_index=True, return_counts=True)
+        self.first[nodes_with] = base + first
+        self.count[nodes_with] = count
+        self.known[: len(self.ids)] += np.bincount(dst, weights=w, minlength=len(self.ids))
+        self.read[nodes] = True
 
     def ranked_floor(self, k: int) -> float:
         """The smaller of the ``k``-th best entity's and the ``k``-th best chunk's current

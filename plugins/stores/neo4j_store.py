@@ -80,6 +80,9 @@ _BATCH = 1000
 # Nodes of a batch of new documents created by one statement with the edges between them
 # (Neo4jStore._create_new); a larger batch takes the MERGE path, 1,000 rows a statement.
 _CREATE_MAX = 20_000
+# Ids per neighbours / neighbour_counts statement: a local walk's whole frontier in one round
+# trip (a round of the push on a million sentences reads a few thousand nodes).
+_FRONTIER_BATCH = 10_000
 # What a write sets on a node (``n``) and on an edge (``r``) from its parameter ``row``, the
 # same whether the statement MERGEs or CREATEs them.
 _NODE_SET = (
@@ -800,6 +803,35 @@ class Neo4jStore(GraphStore):
         )
         return [self._edge(group, r) for r in rows]
 
+    def _around(
+        self,
+        what: str,
+        group: str,
+        ids: Sequence[str],
+        types: Collection[str],
+        other_labels: Collection[str] | None,
+        expand: Callable[[str], str],
+        **params: Any,
+    ) -> Iterator[Any]:
+        """The records of one statement per batch of ``ids`` (``_FRONTIER_BATCH``: a walk's
+        whole frontier is usually one): each asked node found by its (group, id) index as
+        ``a``, then ``expand(rel)``, where ``rel`` is the typed relationship chain to expand
+        along (the types are spliced, from the allow-list only: a type filter in WHERE would
+        read every relationship of a hub; empty when no type is allowed) and ``$labels`` the
+        other ends' labels (null: any)."""
+        id_list = list(dict.fromkeys(ids))
+        rel = "|".join(f"`{t}`" for t in sorted({str(t) for t in types} & self._edge_types))
+        labels = None if other_labels is None else [str(x) for x in other_labels]
+        for chunk in _batches(id_list, _FRONTIER_BATCH):
+            yield from self._query(
+                what,
+                f"UNWIND $ids AS i MATCH (a:GRNode {{group: $g, id: i}}) USING INDEX a:GRNode(group, id) {expand(rel)}",
+                g=group,
+                ids=list(chunk),
+                labels=labels,
+                **params,
+            )
+
     def neighbours(
         self,
         group: str,
@@ -809,26 +841,17 @@ class Neo4jStore(GraphStore):
         other_labels: Collection[str] | None = None,
         first_docs: int | None = None,
     ) -> Neighbourhood:
-        # One statement per batch of ids: each asked node is found by its (group, id) index
-        # and expanded along the typed relationship chains (the types are spliced, from the
-        # allow-list only: a type filter in WHERE would read every relationship of a hub).
         # A node's rows come back as one list, so a hub costs one record, not one per edge.
-        id_list = list(dict.fromkeys(ids))
-        out = Neighbourhood({})
-        if not id_list:
-            return out
-        type_list = sorted({str(t) for t in types} & self._edge_types)
-        rel = "|".join(f"`{t}`" for t in type_list)
-        if not type_list:
-            expand = "RETURN a.id AS id, a.label AS label, [] AS rows"
-        elif first_docs is None:
-            expand = (
-                f"OPTIONAL MATCH (a)-[r:{rel}]-(b) WHERE b <> a AND ($labels IS NULL OR b.label IN $labels) "
-                "RETURN a.id AS id, a.label AS label, "
-                "collect(CASE WHEN b IS NULL THEN null ELSE [type(r), b.id, b.label, b.doc_id] END) AS rows"
-            )
-        else:
-            expand = (
+        def expand(rel: str) -> str:
+            if not rel:
+                return "RETURN a.id AS id, a.label AS label, [] AS rows"
+            if first_docs is None:
+                return (
+                    f"OPTIONAL MATCH (a)-[r:{rel}]-(b) WHERE b <> a AND ($labels IS NULL OR b.label IN $labels) "
+                    "RETURN a.id AS id, a.label AS label, "
+                    "collect(CASE WHEN b IS NULL THEN null ELSE [type(r), b.id, b.label, b.doc_id] END) AS rows"
+                )
+            return (
                 "CALL (a) { "
                 f"MATCH (a)-[r:{rel}]-(b) WHERE b <> a AND b.doc_id IS NOT NULL "
                 "AND ($labels IS NULL OR b.label IN $labels) "
@@ -836,24 +859,17 @@ class Neo4jStore(GraphStore):
                 "RETURN collect(rs) AS docs } "
                 "RETURN a.id AS id, a.label AS label, reduce(acc = [], rs IN docs | acc + rs) AS rows"
             )
-        for chunk in _batches(id_list):
-            records = self._query(
-                "neighbours",
-                f"UNWIND $ids AS i MATCH (a:GRNode {{group: $g, id: i}}) USING INDEX a:GRNode(group, id) {expand}",
-                g=group,
-                ids=list(chunk),
-                labels=None if other_labels is None else [str(x) for x in other_labels],
-                first=first_docs,
-            )
-            for r in records:
-                node = r["id"]
-                out.labels[node] = r["label"]
-                for t, b, lb, d in r["rows"]:
-                    out.node.append(node)
-                    out.type.append(t)
-                    out.other.append(b)
-                    out.other_label.append(lb)
-                    out.other_doc.append(d)
+
+        out = Neighbourhood({})
+        for r in self._around("neighbours", group, ids, types, other_labels, expand, first=first_docs):
+            node = r["id"]
+            out.labels[node] = r["label"]
+            for t, b, lb, d in r["rows"]:
+                out.node.append(node)
+                out.type.append(t)
+                out.other.append(b)
+                out.other_label.append(lb)
+                out.other_doc.append(d)
         return out
 
     def neighbour_counts(
@@ -861,31 +877,20 @@ class Neo4jStore(GraphStore):
     ) -> NeighbourCounts:
         # The expansion and the count run in the server: one short row per (node, type,
         # label) crosses the wire, however many edges a hub has.
-        id_list = list(dict.fromkeys(ids))
-        out = NeighbourCounts({})
-        if not id_list:
-            return out
-        type_list = sorted({str(t) for t in types} & self._edge_types)
-        rel = "|".join(f"`{t}`" for t in type_list)
-        count = (
-            f"CALL (a) {{ MATCH (a)-[r:{rel}]-(b) WHERE b <> a AND ($labels IS NULL OR b.label IN $labels) "
-            "WITH type(r) AS t, b.label AS l, count(*) AS n RETURN collect([t, l, n]) AS counts } "
-            if type_list
-            else "WITH a, [] AS counts "
-        )
-        for chunk in _batches(id_list):
-            records = self._query(
-                "neighbour_counts",
-                f"UNWIND $ids AS i MATCH (a:GRNode {{group: $g, id: i}}) USING INDEX a:GRNode(group, id) "
-                f"{count}RETURN a.id AS id, a.label AS label, counts",
-                g=group,
-                ids=list(chunk),
-                labels=None if other_labels is None else [str(x) for x in other_labels],
+        def expand(rel: str) -> str:
+            count = (
+                f"CALL (a) {{ MATCH (a)-[r:{rel}]-(b) WHERE b <> a AND ($labels IS NULL OR b.label IN $labels) "
+                "WITH type(r) AS t, b.label AS l, count(*) AS n RETURN collect([t, l, n]) AS counts } "
+                if rel
+                else "WITH a, [] AS counts "
             )
-            for r in records:
-                out.labels[r["id"]] = r["label"]
-                if r["counts"]:
-                    out.counts[r["id"]] = [(t, lb, int(n)) for t, lb, n in r["counts"]]
+            return f"{count}RETURN a.id AS id, a.label AS label, counts"
+
+        out = NeighbourCounts({})
+        for r in self._around("neighbour_counts", group, ids, types, other_labels, expand):
+            out.labels[r["id"]] = r["label"]
+            if r["counts"]:
+                out.counts[r["id"]] = [(t, lb, int(n)) for t, lb, n in r["counts"]]
         return out
 
     def iter_edges(self, group: str, types: Collection[str] | None = None) -> Iterator[Edge]:
