@@ -125,11 +125,32 @@ def ranked_scores(index: _LexicalIndex, question: str, top_k: int) -> list[tuple
     return [(int(i), float(scores[i])) for i in order if scores[i] > 0.0]
 
 
-def lexical_hits(store: GraphStore, group: str, question: str, top_k: int) -> list[tuple[str, float]]:
-    """(chunk id, BM25 score) of the question's best ``top_k`` chunks, with the bm25 stage's
-    default index (titles included, bm25s' k1 and b)."""
-    index = lexical_index(store, group, include_title=True, k1=1.5, b=0.75)
-    return [(index.chunks[i].id, score) for i, score in ranked_scores(index, question, top_k)]
+@dataclass
+class LexicalHits:
+    """The question's best chunks by BM25, best first, and where they were ranked."""
+
+    hits: list[tuple[str, float]]  # (chunk id, BM25 score)
+    records: list[_ChunkRecord] | None  # each hit's chunk, when the client's index ranked them
+    engine: str
+    index: _LexicalIndex | None = None  # the client's index, when it ranked them
+
+
+def lexical_hits(
+    store: GraphStore, group: str, question: str, top_k: int, *, engine: str = "auto",
+    include_title: bool = True, k1: float = 1.5, b: float = 0.75,
+) -> LexicalHits:
+    """The question's best ``top_k`` chunks by BM25: with ``engine`` auto, the store's own
+    full-text index where it keeps one (:meth:`GraphStore.search_text`; nothing of the group
+    is held in the client), else bm25s over an index of the group's chunks built in the
+    client (titles included with ``include_title``; ``k1`` and ``b`` are bm25s'). What the
+    bm25 stage and ``passage_seeds`` (``source: bm25``) rank by."""
+    found = store.search_text(group, question, top_k) if engine == "auto" else None
+    if found is not None:
+        return LexicalHits(found, None, "store full-text index")
+    index = lexical_index(store, group, include_title=include_title, k1=k1, b=b)
+    ranked = ranked_scores(index, question, top_k)
+    return LexicalHits([(index.chunks[i].id, score) for i, score in ranked], [index.chunks[i] for i, _ in ranked],
+                       "bm25s in the client", index)
 
 
 class BM25Search(Stage):
@@ -159,20 +180,18 @@ class BM25Search(Stage):
     def run(self, state: QueryState, ctx: StageContext) -> None:
         p = self.params
         store = ctx.services.store
-        found = store.search_text(ctx.group, state.question, p.top_k) if p.engine == "auto" else None
-        if found is not None:  # ranked in the database: nothing of the group is held here
-            nodes = {n.id: n for n in store.get_nodes(ctx.group, [i for i, _ in found])}
-            hits = [self._evidence(_record(nodes[i], {}), score) for i, score in found if i in nodes]
-            self._add(state, hits)
-            ctx.stats.update({"engine": "store full-text index", "hits": len(hits)})
-            return
-        index = lexical_index(store, ctx.group, include_title=p.include_title, k1=p.k1, b=p.b)
-        ctx.stats["engine"] = "bm25s in the client"
-        ctx.stats["indexed_chunks"] = len(index.chunks)
-        ctx.stats["query_terms"] = len(_tokenize([state.question], index.stemmer)[0])
-        hits = [self._evidence(index.chunks[i], score) for i, score in ranked_scores(index, state.question, p.top_k)]
+        found = lexical_hits(store, ctx.group, state.question, p.top_k, engine=p.engine,
+                             include_title=p.include_title, k1=p.k1, b=p.b)
+        if found.records is None:  # ranked in the database: nothing of the group is held here
+            nodes = {n.id: n for n in store.get_nodes(ctx.group, [i for i, _ in found.hits])}
+            hits = [self._evidence(_record(nodes[i], {}), score) for i, score in found.hits if i in nodes]
+        else:
+            hits = [self._evidence(c, score) for c, (_, score) in zip(found.records, found.hits, strict=True)]
+        if found.index is not None:
+            ctx.stats["indexed_chunks"] = len(found.index.chunks)
+            ctx.stats["query_terms"] = len(_tokenize([state.question], found.index.stemmer)[0])
         self._add(state, hits)
-        ctx.stats["hits"] = len(hits)
+        ctx.stats.update({"engine": found.engine, "hits": len(hits)})
 
     def _evidence(self, c: _ChunkRecord, score: float) -> Evidence:
         return Evidence(

@@ -282,7 +282,8 @@ class PassageSeeds(Stage):
         source: Literal["dense", "bm25"] = Field(
             "dense",
             description="How passages are scored: chunk vector cosine (HippoRAG 2), or BM25 over the chunk "
-            "texts with their titles (the bm25 stage's index). Two passage_seeds stages, one of each, add up "
+            "texts with their titles (the bm25 stage's ranking: the store's full-text index where it keeps "
+            "one, as Neo4j does, else bm25s in the client). Two passage_seeds stages, one of each, add up "
             "in the passage tier (each min-max scaled: CombSUM), so a passage found by its rare words "
             "(a product name, a code) seeds PPR even when its cosine is middling.",
         )
@@ -302,7 +303,7 @@ class PassageSeeds(Stage):
         # normalised as a tier by unified_seeds (passage weight ``w_passage``).
         p = self.params
         if p.source == "bm25":
-            hits = lexical_hits(ctx.services.store, state.group, state.question, p.top_k)
+            hits = lexical_hits(ctx.services.store, state.group, state.question, p.top_k).hits
         else:
             hits = ctx.services.store.vector_search(state.group, "chunk", ctx.query_vector(state.question), p.top_k)
         scores = np.fromiter((s for _, s in hits), dtype=np.float64, count=len(hits))

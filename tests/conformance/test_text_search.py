@@ -5,6 +5,7 @@ chunk first."""
 
 from __future__ import annotations
 
+import pytest
 from graphroute.core.api.models import Label, Node
 from graphroute.core.api.stage import QueryState, StageContext
 from graphroute.core.api.store import GraphStore
@@ -42,3 +43,30 @@ def test_full_text_search_keeps_to_the_group(store: GraphStore, make_group: obje
     assert {e.id for e in state.evidence[:2]} == {"c000", "c004"}
     assert state.evidence[0].document.startswith("Report") and "glaciers" in state.evidence[0].text
     assert ctx.stats["engine"] == ("bm25s in the client" if store.backend == "embedded" else "store full-text index")
+
+
+def test_passage_seeds_from_bm25_rank_as_the_bm25_stage(
+    store: GraphStore, make_group: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """passage_seeds with ``source: bm25`` takes the bm25 stage's ranking: the store's
+    full-text index on Neo4j (no client-side index of the group is built), bm25s on the
+    embedded store."""
+    from graphroute.plugins.baselines import lexical
+    from graphroute.plugins.seeds.tiers import PassageSeeds
+
+    group = make_group()  # type: ignore[operator]
+    store.write(group, chunks(group, 12))
+    built: list[str] = []
+    real = lexical.lexical_index
+
+    def counted(store: GraphStore, group: str, **kw: object) -> object:
+        built.append(group)
+        return real(store, group, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(lexical, "lexical_index", counted)
+    state = QueryState("Which volcano erupted lava?", group)
+    ctx = StageContext(services=Services(store, group), stage_id="passage_seeds")
+    PassageSeeds(PassageSeeds.Params(top_k=3, source="bm25")).run(state, ctx)
+    seeded = set(state.seed_arrays[0].node_ids)
+    assert seeded == {"c001", "c005", "c009"}
+    assert bool(built) == (store.backend == "embedded")  # a client-side index only without a text index
