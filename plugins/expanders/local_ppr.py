@@ -44,8 +44,8 @@ version (:class:`DegreeCache`, bounded): a hub is counted once, not by every que
 **Draining what is read.** A node whose edges are already in the client is pushed down to
 ``DRAIN x eps`` rather than ``eps``: its push costs no store query, so the part of the graph
 already read is solved nearly exactly and the residual left is only on nodes not read
-(PowerPush: Wu, Gan, Wei and Wen, SIGMOD 2021, switch to a global solve once the frontier
-is large). The per-node bound above still holds (every residual is below ``eps deg``); the
+(the idea of PowerPush, Wu, Gan, Wei and Zhang, SIGMOD 2021, which switches to a global
+solve once the frontier is large). The per-node bound above still holds (every residual is below ``eps deg``); the
 L1 bound falls with the drained residual.
 
 **How far to push** (``push_tolerance``). The error vector ``y - (q + r)`` is non-negative

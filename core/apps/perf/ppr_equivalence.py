@@ -57,7 +57,7 @@ def compare_ppr_stage(base: type, rows: list[dict[str, Any]], *, eps: float, k: 
                 out[f"{name}_ms"] = (time.perf_counter() - t) * 1000.0
                 ranked[name] = ([e.id for e in probe.entities], _top_chunks(probe, k))
                 if name == "push":
-                    for key in ("nodes_touched", "nodes_read", "rows_read", "rounds", "eps", "error_bound", "l1_error_bound"):
+                    for key in ("nodes_touched", "nodes_read", "rows_read", "rounds", "queries", "eps", "error_bound", "l1_error_bound"):
                         out[key] = pctx.stats.get(key)
             (ex_e, ex_c), (pu_e, pu_c) = ranked["exact"], ranked["push"]
             out["entity_overlap"] = len(set(ex_e) & set(pu_e)) / len(ex_e) if ex_e else None
@@ -117,6 +117,8 @@ def ppr_equivalence(
             "nodes_touched_p50": statistics.median(col("nodes_touched")) if rows else None,
             "eps_p50": statistics.median(col("eps")) if rows else None,
             "rows_read_p50": statistics.median(col("rows_read")) if rows else None,
+            "rounds_p50": statistics.median(col("rounds")) if rows else None,
+            "queries_p50": statistics.median(col("queries")) if rows else None,  # store round trips
             "exact_ms_p50": round(statistics.median(col("exact_ms")), 2) if rows else None,
             "push_ms_p50": round(statistics.median(col("push_ms")), 2) if rows else None,
             "per_question": rows,
