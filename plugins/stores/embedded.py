@@ -144,7 +144,7 @@ def _chunks(seq: Sequence[Any], size: int = _CHUNK) -> Iterator[Sequence[Any]]:
 # Without statistics SQLite's planner reads ``dst IN (...)`` through the (grp, src, type,
 # dst) key or the (grp, type) index instead, i.e. every edge of the group or of the type
 # (measured on MuSiQue's 350k edges: 500 entities' incoming MENTIONS 0.29 s that way,
-# 0.05 s through edges_dst; the communities step spent most of its time there).
+# 0.05 s through edges_dst; the communities step's document counts 5.1 CPU s, now 0.7).
 _BY_COLUMN = {"src": "", "dst": " INDEXED BY edges_dst"}
 
 
