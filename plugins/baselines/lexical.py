@@ -20,6 +20,7 @@ from graphroute.core.api.stage import QueryState, Slot, Stage, StageContext, Sta
 from graphroute.core.api.store import GraphStore, cache_token
 from graphroute.core.hookspecs import hookimpl
 from graphroute.core.lib.layout import boxes_in, layout_of
+from graphroute.plugins.expanders.vector import ROLE_ANCHOR, sentence_evidence
 from pydantic import Field
 
 _CACHE_SIZE = 4  # (store, group, version, params) indexes kept in memory
@@ -192,8 +193,6 @@ class BM25Search(Stage):
     def _sentences(self, state: QueryState, ctx: StageContext) -> None:
         """The question's best sentences by BM25 (each with its document title when
         ``include_title``), as anchors carrying the skeleton metadata of their node."""
-        from graphroute.plugins.expanders.vector import ROLE_ANCHOR, sentence_evidence
-
         p = self.params
         store = ctx.services.store
         index = lexical_index(store, ctx.group, include_title=p.include_title, k1=p.k1, b=p.b, label=Label.SENTENCE)
