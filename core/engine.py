@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from graphroute.core.api.constants import DEFAULT_ROUTE
 from graphroute.core.api.models import QueryResult
 from graphroute.core.api.store import GraphStore
 from graphroute.core.config.overrides import Overrides, overrides_from_mapping
@@ -97,7 +98,7 @@ class GraphRoute:
     def query(
         self,
         question: str,
-        route: str = "route1s_sentence",
+        route: str = DEFAULT_ROUTE,
         *,
         group: str | None = None,
         overrides: Overrides | Mapping[str, Any] | None = None,

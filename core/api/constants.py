@@ -2,6 +2,8 @@
 metadata that indexing writes and queries read."""
 
 NOT_FOUND = "Not found in the indexed documents."
+# The route a query runs when it names none (engine, CLI `query`/`ask`, the HTTP server).
+DEFAULT_ROUTE = "route5_unified"
 MODEL_LOAD = "model_load"  # use and kind of a trace entry that is a model's loading, not a stage
 
 INDEX_PROFILE_META = "index_profile"  # the resolved index profile the group was built with

@@ -20,6 +20,7 @@ from graphroute.core.api.stage import QueryState, Slot, Stage, StageContext, Sta
 from graphroute.core.api.store import GraphStore, cache_token
 from graphroute.core.hookspecs import hookimpl
 from graphroute.core.lib.layout import boxes_in, layout_of
+from graphroute.plugins.expanders.vector import ROLE_ANCHOR, sentence_evidence
 from pydantic import Field
 
 _CACHE_SIZE = 4  # (store, group, version, params) indexes kept in memory
@@ -63,12 +64,13 @@ def _tokenize(texts: list[str], stemmer: Any) -> list[list[str]]:
     return [list(t) for t in tokens]
 
 
-def _chunk_records(store: GraphStore, group: str) -> list[_ChunkRecord]:
-    """Every chunk of the group with its document title, in a stable (id) order."""
+def _chunk_records(store: GraphStore, group: str, label: Label = Label.CHUNK) -> list[_ChunkRecord]:
+    """Every node of the group with that label (chunks, or sentences) with its document title,
+    in a stable (id) order."""
     titles: dict[str, str] = {}
     for doc in store.iter_nodes(group, Label.DOCUMENT):
         titles[doc.id] = str(doc.props.get("title") or "")
-    out = [r for r in (_record(node, titles) for node in store.iter_nodes(group, Label.CHUNK)) if r.text.strip()]
+    out = [r for r in (_record(node, titles) for node in store.iter_nodes(group, label)) if r.text.strip()]
     out.sort(key=lambda r: r.id)
     return out
 
@@ -88,9 +90,12 @@ def _record(node: Node, titles: dict[str, str]) -> _ChunkRecord:
     )
 
 
-def lexical_index(store: GraphStore, group: str, *, include_title: bool, k1: float, b: float) -> _LexicalIndex:
-    """The group's BM25 index, built on first use and cached per store version."""
-    key = (cache_token(store), group, store.version(group), include_title, k1, b)
+def lexical_index(
+    store: GraphStore, group: str, *, include_title: bool, k1: float, b: float, label: Label = Label.CHUNK
+) -> _LexicalIndex:
+    """The group's BM25 index over its chunks (or its sentences), built on first use and
+    cached per store version."""
+    key = (cache_token(store), group, store.version(group), include_title, k1, b, label)
     with _lock:
         hit = _cache.get(key)
         if hit is not None:
@@ -98,7 +103,7 @@ def lexical_index(store: GraphStore, group: str, *, include_title: bool, k1: flo
             return hit
     import bm25s
 
-    chunks = _chunk_records(store, group)
+    chunks = _chunk_records(store, group, label)
     stemmer = _stemmer()
     texts = [f"{c.document}\n{c.text}" if include_title and c.document else c.text for c in chunks]
     retriever = None
@@ -154,7 +159,8 @@ def lexical_hits(
 
 
 class BM25Search(Stage):
-    """Lexical BM25 passage search over the group's chunks (bm25s baseline)."""
+    """Lexical BM25 search over the group's chunks (bm25s baseline), or over its sentences as
+    anchors for sentence routes (``unit: sentence``)."""
 
     name = "bm25"
     kind = StageKind.EXPANDER
@@ -168,6 +174,13 @@ class BM25Search(Stage):
         )
         k1: float = Field(1.5, ge=0.0, le=10.0, description="BM25 term-frequency saturation (bm25s default)")
         b: float = Field(0.75, ge=0.0, le=1.0, description="BM25 length normalisation (bm25s default)")
+        unit: Literal["chunk", "sentence"] = Field(
+            "chunk",
+            description="chunk: passages (the baseline); sentence: single sentences, each returned as an "
+            "anchor with its paragraph and neighbours, like `vector_anchors` - the lexical half of a sentence "
+            "route (names, codes and rare words a sentence vector misses). Sentences are always ranked by "
+            "bm25s in the client.",
+        )
         engine: Literal["auto", "client"] = Field(
             "auto",
             description="auto: the store's own full-text index where it keeps one (Neo4j: Lucene's English "
@@ -180,6 +193,9 @@ class BM25Search(Stage):
     def run(self, state: QueryState, ctx: StageContext) -> None:
         p = self.params
         store = ctx.services.store
+        if p.unit == "sentence":
+            self._sentences(state, ctx)
+            return
         found = lexical_hits(store, ctx.group, state.question, p.top_k, engine=p.engine,
                              include_title=p.include_title, k1=p.k1, b=p.b)
         if found.records is None:  # ranked in the database: nothing of the group is held here
@@ -192,6 +208,18 @@ class BM25Search(Stage):
             ctx.stats["query_terms"] = len(_tokenize([state.question], found.index.stemmer)[0])
         self._add(state, hits)
         ctx.stats.update({"engine": found.engine, "hits": len(hits)})
+
+    def _sentences(self, state: QueryState, ctx: StageContext) -> None:
+        """The question's best sentences by BM25 (each with its document title when
+        ``include_title``), as anchors carrying the skeleton metadata of their node."""
+        p = self.params
+        store = ctx.services.store
+        index = lexical_index(store, ctx.group, include_title=p.include_title, k1=p.k1, b=p.b, label=Label.SENTENCE)
+        ranked = [(index.chunks[i].id, score) for i, score in ranked_scores(index, state.question, p.top_k)]
+        nodes = {n.id: n for n in store.get_nodes(ctx.group, [i for i, _ in ranked])}
+        hits = [sentence_evidence(nodes[i], s, source=self.name, role=ROLE_ANCHOR) for i, s in ranked if i in nodes]
+        self._add(state, hits)
+        ctx.stats.update({"engine": "bm25s in the client", "indexed_sentences": len(index.chunks), "hits": len(hits)})
 
     def _evidence(self, c: _ChunkRecord, score: float) -> Evidence:
         return Evidence(

@@ -142,9 +142,10 @@ def test_profile_fingerprint_tracks_the_profile_content(bench_files: dict[str, P
 
 
 def test_default_route_says_not_found_for_what_the_corpus_never_mentions(runner: BenchRunner) -> None:
+    from graphroute.core.api.constants import DEFAULT_ROUTE
     from graphroute.core.query.runner import run_route
 
-    resolved = runner.resolve(Variant("route1s_sentence", "route1s_sentence"))
+    resolved = runner.resolve(Variant(DEFAULT_ROUTE, DEFAULT_ROUTE))
     services = runner.engine.services(runner.group)
 
     def reason(question: str) -> tuple[bool, object]:

@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 import yaml
+from graphroute.core.api.constants import DEFAULT_ROUTE
 from graphroute.core.api.models import EdgeType, Label
 from graphroute.core.apps.bench import metrics as M
 from graphroute.core.apps.bench.bench import aggregate
@@ -94,7 +95,7 @@ def test_graphroute_serve_shows_the_page_at_the_root(tmp_path: Path) -> None:
         assert httpx.get(base + "/playground/static/graph.js").status_code == 200
         assert httpx.get(base + "/playground/info").status_code == 401
         info = httpx.get(base + "/playground/info", headers={"Authorization": f"Bearer {TOKEN}"}).json()
-        assert info["groups"] == [] and info["route"] == "route1s_sentence"
+        assert info["groups"] == [] and info["route"] == DEFAULT_ROUTE
     finally:
         proc.terminate()
         proc.wait(timeout=15)

@@ -35,7 +35,7 @@ def write_route(tmp_path: Path, min_chars: object) -> Path:
     route = tmp_path / "with_min_length.yaml"
     route.write_text(
         "name: with_min_length\nextends: route1s_sentence\nstages:\n"
-        f"  - use: min_length\n    id: short\n    after: vector_anchors\n    with: {{min_chars: {min_chars}}}\n",
+        f"  - use: min_length\n    id: short\n    after: retrieve\n    with: {{min_chars: {min_chars}}}\n",
         encoding="utf-8",
     )
     return route
@@ -46,7 +46,7 @@ def test_a_route_using_min_length_loads_and_validates(tmp_path: Path) -> None:
     assert registry.stages.entries["min_length"].plugin == "example"
     resolved = load_route(str(write_route(tmp_path, 25)), registry, environ={})
     ids = [s.spec.key for s in resolved.stages()]
-    assert ids[:2] == ["vector_anchors", "short"]
+    assert ids[:3] == ["vector_anchors", "sentence_bm25", "short"]
     short = next(s for s in resolved.stages() if s.spec.key == "short")
     assert short.cls.name == "min_length" and short.params.min_chars == 25
 

@@ -108,7 +108,7 @@ def test_route1s_displays_paragraphs_and_records_each_stage(indexed: GraphRoute)
     result = indexed.query("What is the late fee?", route="route1s_sentence")
     stages = [t.stage for t in result.trace]
     assert stages == [
-        "vector_anchors", "sentence_window", "confidence_gate", "structural_coherence",
+        "vector_anchors", "sentence_bm25", "sentence_window", "confidence_gate", "structural_coherence",
         "structural_prune", "keyword_overlap", "token_budget", "negative_detection", "extractive",
     ]
     assert result.evidence[0].kind == "paragraph"

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from graphroute.core.api.constants import DEFAULT_ROUTE
 from graphroute.core.apps.cli.main import engine, err, out
 from graphroute.core.apps.options import (
     DisableOpt,
@@ -124,7 +125,7 @@ def routes_show(
 @commands.command()
 def query(
     question: Annotated[str, typer.Argument(metavar="QUESTION", help="the question")],
-    route: RouteOpt = "route1s_sentence",
+    route: RouteOpt = DEFAULT_ROUTE,
     store: StoreOpt = None,
     group: GroupOpt = None,
     set_: SetOpt = None,
@@ -290,7 +291,7 @@ def demo(
         typer.Option("--corpus", metavar="DIR", help="folder of documents (and a questions.txt) [default: the sample corpus shipped with graphroute]"),
     ] = None,
     store: StoreOpt = None,
-    route: RouteOpt = "route1s_sentence",
+    route: RouteOpt = DEFAULT_ROUTE,
 ) -> None:
     """Index the sample corpus offline and answer its sample questions (from any directory)."""
     corpus = corpus or SAMPLE_CORPUS

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from graphroute.core.api.constants import DEFAULT_ROUTE
 from graphroute.core.apps.options import StoreOpt
 from graphroute.core.apps.serve.server import DEFAULT_MAX_BODY_BYTES, DEFAULT_TIMEOUT_S
 from graphroute.core.hookspecs import hookimpl
@@ -63,7 +64,7 @@ def register(app: typer.Typer) -> None:
         timeout: Annotated[float, typer.Option("--timeout", min=0.1, metavar="SECONDS", help="per-request time limit in seconds (504 above)")] = DEFAULT_TIMEOUT_S,
         workers: Annotated[int, typer.Option("--query-threads", min=1, metavar="N", help="threads answering queries")] = 4,
         index_root: Annotated[list[Path] | None, typer.Option("--index-root", metavar="DIR", help="allow POST /index `paths` under this folder (repeatable)")] = None,
-        default_route: Annotated[str, typer.Option("--route", "-r", metavar="ROUTE", help="route used when a query names none")] = "route1s_sentence",
+        default_route: Annotated[str, typer.Option("--route", "-r", metavar="ROUTE", help="route used when a query names none")] = DEFAULT_ROUTE,
         preload: Annotated[bool, typer.Option("--preload/--no-preload", help="run the default route once at startup to load its models")] = True,
     ) -> None:
         """Serve the HTTP API (POST /query, /index; GET /routes, /plugins, /jobs/ID, /health)."""

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
+from graphroute.core.api.constants import DEFAULT_ROUTE
 from graphroute.core.api.models import Box, Citation
 from graphroute.core.config.overrides import overrides_from_mapping
 from graphroute.core.config.resolve import load_route
@@ -67,7 +68,6 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-DEFAULT_ROUTE = "route1s_sentence"
 DEFAULT_MAX_BODY_BYTES = 1_000_000
 DEFAULT_TIMEOUT_S = 60.0
 LOGGER_NAME = "graphroute.server"
