@@ -30,6 +30,14 @@ class Neighbourhood:
     def __len__(self) -> int:
         return len(self.node)
 
+    def add(self, node: str, type: str, other: str, other_label: str, other_doc: str | None) -> None:
+        """Append one row: the edge of ``type`` from asked ``node`` to ``other``."""
+        self.node.append(node)
+        self.type.append(type)
+        self.other.append(other)
+        self.other_label.append(other_label)
+        self.other_doc.append(other_doc)
+
 
 @dataclass(frozen=True)
 class NeighbourCounts:
@@ -78,9 +86,5 @@ def neighbourhood_of(
             keep = set(docs)
             mine = [r for r in mine if r[3] in keep]
         for t, b, lb, d in mine:
-            out.node.append(a)
-            out.type.append(t)
-            out.other.append(b)
-            out.other_label.append(lb)
-            out.other_doc.append(d)
+            out.add(a, t, b, lb, d)
     return out

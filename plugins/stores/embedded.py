@@ -718,12 +718,8 @@ class EmbeddedStore(GraphStore):
                     f"(PARTITION BY node ORDER BY doc) AS k FROM ({sql}) WHERE doc IS NOT NULL) WHERE k <= ?"
                 )
                 args = (*args, first_docs)
-            for row in conn.execute(sql, args):
-                out.node.append(row[0])
-                out.type.append(row[1])
-                out.other.append(row[2])
-                out.other_label.append(row[3])
-                out.other_doc.append(row[4])
+            for node, edge_type, other, label, doc in conn.execute(sql, args):
+                out.add(node, edge_type, other, label, doc)
         return out
 
     def neighbour_counts(

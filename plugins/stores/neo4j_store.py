@@ -865,11 +865,7 @@ class Neo4jStore(GraphStore):
             node = r["id"]
             out.labels[node] = r["label"]
             for t, b, lb, d in r["rows"]:
-                out.node.append(node)
-                out.type.append(t)
-                out.other.append(b)
-                out.other_label.append(lb)
-                out.other_doc.append(d)
+                out.add(node, t, b, lb, d)
         return out
 
     def neighbour_counts(
