@@ -352,6 +352,11 @@ class _Walk:
                 floors.append(float(est[top].min()))
         return min(floors) if floors else 0.0
 
+    def push_eps(self, nodes: np.ndarray | slice, eps: float) -> np.ndarray:
+        """The eps each of ``nodes`` is pushed down to: ``DRAIN x eps`` for a read node (its
+        edges are in the client, so its push costs no store query), ``eps`` for the others."""
+        return np.where(self.read[nodes], eps * DRAIN, eps)
+
     def spread(self, nodes: np.ndarray, shares: np.ndarray) -> np.ndarray:
         """``sum_u shares[u] * A[:, u]`` over ``nodes`` (read ones), as a dense vector."""
         count = self.count[nodes]
@@ -413,12 +418,9 @@ def push_pagerank(
         n = len(walk)
         r = walk.r[:n]
         counted = walk.counted[:n]
-        read = walk.read[:n]
         bound = np.where(counted, walk.deg[:n], walk.known[:n])
-        # a read node is pushed down to DRAIN x eps: its edges are in the client, so its
-        # push costs no store query (PowerPush's idea: the part of the graph already read
-        # is solved nearly exactly, and only new nodes wait for eps)
-        cand = np.flatnonzero((r > 0) & (r >= np.where(read, eps * DRAIN, eps) * bound))
+        # the part of the graph already read is solved nearly exactly; only new nodes wait for eps
+        cand = np.flatnonzero((r > 0) & (r >= walk.push_eps(slice(0, n), eps) * bound))
         if not len(cand):
             if tolerance is None or eps <= min_eps or d * float(r.sum()) / (1.0 - d) <= tolerance * walk.ranked_floor(top_k):
                 break
@@ -428,7 +430,7 @@ def push_pagerank(
         if len(uncounted):
             walk.count_degrees(store, group, uncounted, paths, types, cache)
             # their degrees may leave some below the threshold: only the others are read
-            cand = cand[walk.r[cand] >= np.where(walk.read[cand], eps * DRAIN, eps) * walk.deg[cand]]
+            cand = cand[walk.r[cand] >= walk.push_eps(cand, eps) * walk.deg[cand]]
         unread = cand[~walk.read[cand] & (walk.deg[cand] > 0)]
         if len(unread):
             walk.load(store, group, unread, paths, types)
