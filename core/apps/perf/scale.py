@@ -104,6 +104,10 @@ StoreOpt = Annotated[str, typer.Option("--store", metavar="DIR|URI", help="store
 GroupOpt = Annotated[str, typer.Option("--group", metavar="GROUP", help="the group")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print the whole result")]
 OutOpt = Annotated[Path | None, typer.Option("--out", metavar="FILE", help="also write the JSON result here")]
+RoutesOpt = Annotated[list[str] | None, typer.Option("--route", metavar="ROUTE", help="route to query (repeatable)")]
+QuestionsFileOpt = Annotated[
+    Path | None, typer.Option("--questions-file", metavar="FILE", help="HippoRAG JSON; default: the generated corpus's"),
+]
 
 
 def graph_gen(
@@ -130,9 +134,9 @@ def graph_gen(
 def scale_query(
     store: StoreOpt,
     group: GroupOpt,
-    route: Annotated[list[str] | None, typer.Option("--route", metavar="ROUTE", help="route to query (repeatable)")] = None,
+    route: RoutesOpt = None,
     questions: Annotated[int, typer.Option("--questions", min=1, metavar="N", help="questions to ask")] = 30,
-    questions_file: Annotated[Path | None, typer.Option("--questions-file", metavar="FILE", help="HippoRAG JSON; default: the generated corpus's")] = None,
+    questions_file: QuestionsFileOpt = None,
     solver: Annotated[str, typer.Option("--solver", metavar="SOLVER", help="push, or 'route' for each route's own solver")] = "push",
     as_json: JsonOpt = False,
     out_file: OutOpt = None,
@@ -164,9 +168,9 @@ def communities(store: StoreOpt, group: GroupOpt, as_json: JsonOpt = False, out_
 def ppr_equivalence(
     store: StoreOpt,
     group: GroupOpt,
-    route: Annotated[list[str] | None, typer.Option("--route", metavar="ROUTE", help="route to query (repeatable)")] = None,
+    route: RoutesOpt = None,
     questions: Annotated[int, typer.Option("--questions", min=1, metavar="N", help="questions to ask")] = 100,
-    questions_file: Annotated[Path | None, typer.Option("--questions-file", metavar="FILE", help="HippoRAG JSON; default: the generated corpus's")] = None,
+    questions_file: QuestionsFileOpt = None,
     eps: Annotated[float | None, typer.Option("--eps", metavar="EPS", help="push_eps; default the ppr stage's")] = None,
     tolerance: Annotated[float | None, typer.Option("--tolerance", metavar="FRACTION", help="push_tolerance; 0: none; default the stage's")] = None,
     as_json: JsonOpt = False,
