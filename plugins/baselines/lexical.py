@@ -130,6 +130,18 @@ def ranked_scores(index: _LexicalIndex, question: str, top_k: int) -> list[tuple
     return [(int(i), float(scores[i])) for i in order if scores[i] > 0.0]
 
 
+def lead(scores: list[float], rank: int) -> float:
+    """How far BM25's best hit stands out: its score over the score at ``rank`` (1-based;
+    a rank past the hits, or one scoring 0, counts as no competition: infinite lead). A
+    ranking whose first ``rank`` hits score alike matches many passages on the question's
+    words equally well, so its order says little about which one answers."""
+    if not scores or scores[0] <= 0.0:
+        return 0.0
+    if len(scores) < rank or scores[rank - 1] <= 0.0:
+        return float("inf")
+    return scores[0] / scores[rank - 1]
+
+
 @dataclass
 class LexicalHits:
     """The question's best chunks by BM25, best first, and where they were ranked."""
@@ -138,24 +150,39 @@ class LexicalHits:
     records: list[_ChunkRecord] | None  # each hit's chunk, when the client's index ranked them
     engine: str
     index: _LexicalIndex | None = None  # the client's index, when it ranked them
+    lead: float | None = None  # lead(scores, lead_rank) when a minimum lead was asked for
+    withheld: bool = False  # the ranking's lead was below the minimum: no hits returned
 
 
 def lexical_hits(
     store: GraphStore, group: str, question: str, top_k: int, *, engine: str = "auto",
-    include_title: bool = True, k1: float = 1.5, b: float = 0.75,
+    include_title: bool = True, k1: float = 1.5, b: float = 0.75, min_lead: float = 1.0, lead_rank: int = 5,
 ) -> LexicalHits:
     """The question's best ``top_k`` chunks by BM25: with ``engine`` auto, the store's own
     full-text index where it keeps one (:meth:`GraphStore.search_text`; nothing of the group
     is held in the client), else bm25s over an index of the group's chunks built in the
     client (titles included with ``include_title``; ``k1`` and ``b`` are bm25s'). What the
-    bm25 stage and ``passage_seeds`` (``source: bm25``) rank by."""
-    found = store.search_text(group, question, top_k) if engine == "auto" else None
+    bm25 stage and ``passage_seeds`` (``source: bm25``) rank by.
+
+    ``min_lead`` above 1: no hits (``withheld``) unless the best hit scores at least
+    ``min_lead`` times the hit at ``lead_rank`` (:func:`lead`)."""
+    gated = min_lead > 1.0
+    asked = max(top_k, lead_rank) if gated else top_k
+    found = store.search_text(group, question, asked) if engine == "auto" else None
     if found is not None:
-        return LexicalHits(found, None, "store full-text index")
-    index = lexical_index(store, group, include_title=include_title, k1=k1, b=b)
-    ranked = ranked_scores(index, question, top_k)
-    return LexicalHits([(index.chunks[i].id, score) for i, score in ranked], [index.chunks[i] for i, _ in ranked],
-                       "bm25s in the client", index)
+        out = LexicalHits(found, None, "store full-text index")
+    else:
+        index = lexical_index(store, group, include_title=include_title, k1=k1, b=b)
+        ranked = ranked_scores(index, question, asked)
+        out = LexicalHits([(index.chunks[i].id, score) for i, score in ranked], [index.chunks[i] for i, _ in ranked],
+                          "bm25s in the client", index)
+    if gated:
+        out.lead = lead([s for _, s in out.hits], lead_rank)
+        out.withheld = out.lead < min_lead
+        keep = 0 if out.withheld else top_k
+        out.hits = out.hits[:keep]
+        out.records = None if out.records is None else out.records[:keep]
+    return out
 
 
 class BM25Search(Stage):
@@ -187,6 +214,13 @@ class BM25Search(Stage):
             "analyzer and BM25, always with the title; k1 and b are the index's), else bm25s in the client; "
             "client: always bm25s over an index of the group's chunks built in the client.",
         )
+        min_lead: float = Field(
+            1.0, ge=1.0, le=100.0,
+            description="Chunks only: return nothing unless the best chunk's BM25 score is at least this many "
+            "times the score at `lead_rank` (1: always return). A flat ranking means many passages share the "
+            "question's words equally, and the order among them is noise to a route that fuses it with others.",
+        )
+        lead_rank: int = Field(5, ge=2, le=1000, description="The rank whose score `min_lead` compares the best hit with.")
 
     params: Params
 
@@ -197,7 +231,7 @@ class BM25Search(Stage):
             self._sentences(state, ctx)
             return
         found = lexical_hits(store, ctx.group, state.question, p.top_k, engine=p.engine,
-                             include_title=p.include_title, k1=p.k1, b=p.b)
+                             include_title=p.include_title, k1=p.k1, b=p.b, min_lead=p.min_lead, lead_rank=p.lead_rank)
         if found.records is None:  # ranked in the database: nothing of the group is held here
             nodes = {n.id: n for n in store.get_nodes(ctx.group, [i for i, _ in found.hits])}
             hits = [self._evidence(_record(nodes[i], {}), score) for i, score in found.hits if i in nodes]
@@ -208,6 +242,8 @@ class BM25Search(Stage):
             ctx.stats["query_terms"] = len(_tokenize([state.question], found.index.stemmer)[0])
         self._add(state, hits)
         ctx.stats.update({"engine": found.engine, "hits": len(hits)})
+        if found.lead is not None:
+            ctx.stats.update({"lead": round(found.lead, 4) if found.lead != float("inf") else "inf", "withheld": found.withheld})
 
     def _sentences(self, state: QueryState, ctx: StageContext) -> None:
         """The question's best sentences by BM25 (each with its document title when

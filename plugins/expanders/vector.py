@@ -334,10 +334,19 @@ class SentenceWindow(Stage):
             description="A paragraph shorter than this is widened by the window. 200 characters "
             "is about one reference-sized sentence (20-50 tokens), i.e. too little context alone.",
         )
+        display: Literal["paragraph", "chunk"] = Field(
+            "paragraph",
+            description="paragraph: each sentence shown as its paragraph (widened when short); chunk: as its "
+            "whole chunk (the passage dense and BM25 search hand over), one record per chunk, scored by its "
+            "best sentence - for answers that sit in the passage around the sentence, not beside it.",
+        )
 
     params: Params
 
     def run(self, state: QueryState, ctx: StageContext) -> None:
+        if self.params.display == "chunk":
+            self._chunks(state, ctx)
+            return
         groups: dict[str, list[Evidence]] = {}
         order: list[tuple[str, str]] = []  # ("para", key) or ("keep", index) in input order
         passthrough: dict[str, Evidence] = {}
@@ -370,6 +379,35 @@ class SentenceWindow(Stage):
                 "window_sentences": widened,
                 "kept_as_is": len(passthrough),
             }
+        )
+
+    def _chunks(self, state: QueryState, ctx: StageContext) -> None:
+        """Each sentence as its chunk, in the order of each chunk's first (best) sentence;
+        other evidence, and sentences whose chunk is gone, pass through."""
+        nodes = _fetch(ctx, (e.chunk_id or "" for e in state.evidence if e.kind == "sentence" and e.chunk_id))
+        out: list[Evidence] = []
+        shown: dict[str, Evidence] = {}
+        for ev in state.evidence:
+            node = nodes.get(ev.chunk_id or "") if ev.kind == "sentence" else None
+            if node is None:
+                out.append(ev)
+                continue
+            record = shown.get(node.id)
+            if record is None:
+                record = chunk_evidence(node, ev.score, source=ev.source, role=ev.metadata.get("role"))
+                record.document = record.document or ev.document
+                record.section_path = record.section_path or ev.section_path
+                record.metadata.update({"display": "chunk", "anchors": [], "sentence_id": ev.id})
+                shown[node.id] = record
+                out.append(record)
+            record.metadata["anchors"].append(
+                {"id": ev.id, "text": ev.text, "score": ev.score, "confidence": ev.metadata.get("confidence")})
+            record.metadata["anchor_count"] = len(record.metadata["anchors"])
+            record.score = max(record.score, ev.score)
+        state.evidence, _ = merge_evidence([], out)
+        ctx.stats.update(
+            {"sentences_in": sum(len(r.metadata["anchors"]) for r in shown.values()), "chunks": len(shown),
+             "kept_as_is": len(out) - len(shown)}
         )
 
     @staticmethod

@@ -293,6 +293,12 @@ class PassageSeeds(Stage):
             description="Seed weights: the raw cosines, or min-max scaled over the hits (HippoRAG 2), which "
             "separates the best hits from the rest instead of giving all ten nearly the same mass.",
         )
+        min_lead: float = Field(
+            1.0, ge=1.0, le=100.0,
+            description="bm25 only: no seeds unless the best passage's BM25 score is at least this many times the "
+            "score at `lead_rank` (the bm25 stage's `min_lead`; 1: always seed).",
+        )
+        lead_rank: int = Field(5, ge=2, le=1000, description="bm25 only: the rank `min_lead` compares the best passage with.")
 
     params: Params
 
@@ -303,7 +309,11 @@ class PassageSeeds(Stage):
         # normalised as a tier by unified_seeds (passage weight ``w_passage``).
         p = self.params
         if p.source == "bm25":
-            hits = lexical_hits(ctx.services.store, state.group, state.question, p.top_k).hits
+            found = lexical_hits(ctx.services.store, state.group, state.question, p.top_k,
+                                 min_lead=p.min_lead, lead_rank=p.lead_rank)
+            hits = found.hits
+            if found.lead is not None:
+                ctx.stats.update({"lead": round(found.lead, 4) if found.lead != float("inf") else "inf", "withheld": found.withheld})
         else:
             hits = ctx.services.store.vector_search(state.group, "chunk", ctx.query_vector(state.question), p.top_k)
         scores = np.fromiter((s for _, s in hits), dtype=np.float64, count=len(hits))

@@ -14,6 +14,7 @@ from graphroute.core.api.store import GraphStore
 from graphroute.core.engine import open_store
 from graphroute.core.query.services import Services
 from graphroute.plugins.expanders.graph import PPR, PPRPassages
+from graphroute.plugins.baselines.lexical import lead
 from graphroute.plugins.seeds.tiers import PASSAGE_TIER, PassageSeeds, UnifiedSeeds, unify
 
 GROUP = "g"
@@ -173,3 +174,37 @@ def test_bm25_passage_seeds_take_the_chunks_sharing_the_questions_rare_words(sto
     UnifiedSeeds(UnifiedSeeds.Params(w_passage=1.0)).run(st, _ctx())
     got = {s.node_id: s.weight for s in st.all_seeds()}
     assert got == pytest.approx({"ent:a": 0.5, "c1": 1 / 3, "c2": 1 / 6})
+
+
+def _lead_corpus(store: GraphStore) -> None:
+    """c1 alone names "Stillwater"; c2-c7 share only the common words "page" / "acknowledged"."""
+    store.write(GROUP, nodes=[
+        _chunk("c1", "A Stillwater outage page is acknowledged within five minutes."),
+        *(_chunk(f"c{i}", f"Every page of kind {i} is acknowledged by the on-call engineer.") for i in range(2, 8)),
+    ], edges=[])
+
+
+def test_bm25_lead_is_the_best_score_over_the_score_at_the_rank() -> None:
+    assert lead([6.0, 4.0, 3.0, 2.0, 1.5], 5) == pytest.approx(4.0)
+    assert lead([6.0, 5.0, 5.0, 5.0, 5.0], 5) == pytest.approx(1.2)
+    # fewer hits than the rank, or a zero there: nothing competes with the best hit
+    assert lead([6.0, 4.0], 5) == float("inf") and lead([6.0, 4.0, 0.0], 3) == float("inf")
+    assert lead([], 5) == 0.0 and lead([0.0, 0.0], 2) == 0.0
+
+
+def test_bm25_passage_seeds_are_withheld_when_the_ranking_is_flat(store: GraphStore) -> None:
+    _lead_corpus(store)
+
+    def seeds(question: str, min_lead: float) -> tuple[list[str], dict[str, object]]:
+        st, ctx = QueryState(question, GROUP), _ctx(store)
+        PassageSeeds(PassageSeeds.Params(top_k=3, source="bm25", min_lead=min_lead, lead_rank=5)).run(st, ctx)
+        return [s.node_id or "" for s in st.all_seeds()], ctx.stats
+
+    # the rare name puts c1 far ahead of the fifth hit: it seeds
+    rare, stats = seeds("When is a Stillwater page acknowledged?", 1.5)
+    assert rare[0] == "c1" and len(rare) == 3 and stats["withheld"] is False and float(str(stats["lead"])) >= 1.5
+    # common words alone: six passages score alike, so BM25's order is no evidence
+    flat, stats = seeds("When is a page acknowledged?", 1.5)
+    assert flat == [] and stats["withheld"] is True and float(str(stats["lead"])) < 1.5
+    # min_lead 1 (the default) never withholds
+    assert len(seeds("When is a page acknowledged?", 1.0)[0]) == 3

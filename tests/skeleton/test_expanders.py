@@ -248,3 +248,19 @@ def test_no_anchors_is_a_no_op(corpus: Corpus) -> None:
     state, ctx = corpus.run(SkeletonTraverse(), pool)
     assert [e.id for e in state.evidence] == ["c"]
     assert ctx.stats["anchors"] == 0
+
+
+def test_chunk_display_shows_each_sentence_as_its_whole_chunk_once(corpus: Corpus) -> None:
+    # sen4 and sen6 share chunk travel:chk1; sen0 sits in chk0; a non-sentence passes through
+    other = Evidence(id="x", text="a chunk", score=0.05, kind="chunk")
+    evs = [anchor(corpus, "travel:sen4", 0.9), anchor(corpus, "travel:sen0", 0.7), other, anchor(corpus, "travel:sen6", 0.95)]
+    state, ctx = corpus.run(SentenceWindow(SentenceWindow.Params(display="chunk")), evs)
+    # in the order of each chunk's first sentence
+    assert [e.id for e in state.evidence] == ["travel:chk1", "travel:chk0", "x"]
+    chk1 = next(e for e in state.evidence if e.id == "travel:chk1")
+    assert chk1.kind == "chunk" and chk1.metadata["display"] == "chunk"
+    assert chk1.text == corpus.nodes["travel:chk1"].props["text"]  # the whole passage, verbatim
+    assert "Receipts must be submitted" in chk1.text and "audits declarations" in chk1.text
+    assert [a["id"] for a in chk1.metadata["anchors"]] == ["travel:sen4", "travel:sen6"]
+    assert chk1.score == pytest.approx(0.95)  # its best sentence
+    assert ctx.stats["chunks"] == 2 and ctx.stats["sentences_in"] == 3 and ctx.stats["kept_as_is"] == 1
