@@ -382,29 +382,37 @@ class SentenceWindow(Stage):
         )
 
     def _chunks(self, state: QueryState, ctx: StageContext) -> None:
-        """Each sentence as its chunk, in the order of each chunk's first (best) sentence;
-        other evidence, and sentences whose chunk is gone, pass through."""
+        """Each sentence as its chunk, one record per chunk in the order of its first
+        evidence, scored by its best sentence; a chunk already in the evidence (a passage
+        search's hit) is that record too. Other evidence, and sentences whose chunk is gone,
+        pass through."""
         nodes = _fetch(ctx, (e.chunk_id or "" for e in state.evidence if e.kind == "sentence" and e.chunk_id))
         out: list[Evidence] = []
         shown: dict[str, Evidence] = {}
         for ev in state.evidence:
             node = nodes.get(ev.chunk_id or "") if ev.kind == "sentence" else None
-            if node is None:
+            if node is None and ev.kind != "chunk":
                 out.append(ev)
                 continue
-            record = shown.get(node.id)
+            key = node.id if node is not None else ev.id
+            record = shown.get(key)
             if record is None:
-                record = chunk_evidence(node, ev.score, source=ev.source, role=ev.metadata.get("role"))
-                record.document = record.document or ev.document
-                record.section_path = record.section_path or ev.section_path
-                record.metadata.update({"display": "chunk", "anchors": [], "sentence_id": ev.id})
-                shown[node.id] = record
+                if node is None:
+                    record = ev.model_copy(update={"metadata": dict(ev.metadata)})
+                else:
+                    record = chunk_evidence(node, ev.score, source=ev.source, role=ev.metadata.get("role"))
+                    record.document = record.document or ev.document
+                    record.section_path = record.section_path or ev.section_path
+                record.metadata.update({"display": "chunk", "anchors": []})
+                shown[key] = record
                 out.append(record)
-            record.metadata["anchors"].append(
-                {"id": ev.id, "text": ev.text, "score": ev.score, "confidence": ev.metadata.get("confidence")})
-            record.metadata["anchor_count"] = len(record.metadata["anchors"])
+            if node is not None:
+                record.metadata["anchors"].append(
+                    {"id": ev.id, "text": ev.text, "score": ev.score, "confidence": ev.metadata.get("confidence")})
+                record.metadata["anchor_count"] = len(record.metadata["anchors"])
+                record.metadata.setdefault("sentence_id", ev.id)
             record.score = max(record.score, ev.score)
-        state.evidence, _ = merge_evidence([], out)
+        state.evidence = out
         ctx.stats.update(
             {"sentences_in": sum(len(r.metadata["anchors"]) for r in shown.values()), "chunks": len(shown),
              "kept_as_is": len(out) - len(shown)}

@@ -252,11 +252,16 @@ def test_no_anchors_is_a_no_op(corpus: Corpus) -> None:
 
 def test_chunk_display_shows_each_sentence_as_its_whole_chunk_once(corpus: Corpus) -> None:
     # sen4 and sen6 share chunk travel:chk1; sen0 sits in chk0; a non-sentence passes through
-    other = Evidence(id="x", text="a chunk", score=0.05, kind="chunk")
-    evs = [anchor(corpus, "travel:sen4", 0.9), anchor(corpus, "travel:sen0", 0.7), other, anchor(corpus, "travel:sen6", 0.95)]
+    # a passage hit on chk0 (a chunk-level search) joins chk0's record; x passes through
+    other = Evidence(id="x", text="a table row", score=0.05, kind="row")
+    passage = Evidence(id="travel:chk0", text="whole chunk", score=0.8, kind="chunk")
+    evs = [anchor(corpus, "travel:sen4", 0.9), anchor(corpus, "travel:sen0", 0.7), other, passage,
+           anchor(corpus, "travel:sen6", 0.95)]
     state, ctx = corpus.run(SentenceWindow(SentenceWindow.Params(display="chunk")), evs)
-    # in the order of each chunk's first sentence
+    # in the order of each chunk's first evidence
     assert [e.id for e in state.evidence] == ["travel:chk1", "travel:chk0", "x"]
+    chk0 = state.evidence[1]
+    assert chk0.score == pytest.approx(0.8) and [a["id"] for a in chk0.metadata["anchors"]] == ["travel:sen0"]
     chk1 = next(e for e in state.evidence if e.id == "travel:chk1")
     assert chk1.kind == "chunk" and chk1.metadata["display"] == "chunk"
     assert chk1.text == corpus.nodes["travel:chk1"].props["text"]  # the whole passage, verbatim

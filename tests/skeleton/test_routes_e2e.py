@@ -104,19 +104,24 @@ def test_no_internal_annotations_leak_into_context_or_answer(indexed: GraphRoute
     assert "fourteen days" in result.answer
 
 
-def test_route1s_displays_paragraphs_and_records_each_stage(indexed: GraphRoute) -> None:
+def test_route1s_displays_passages_and_records_each_stage(indexed: GraphRoute) -> None:
     result = indexed.query("What is the late fee?", route="route1s_sentence")
     stages = [t.stage for t in result.trace]
     assert stages == [
-        "vector_anchors", "sentence_bm25", "sentence_window", "confidence_gate", "structural_coherence",
-        "structural_prune", "keyword_overlap", "token_budget", "negative_detection", "extractive",
+        "vector_anchors", "sentence_bm25", "passage_bm25", "sentence_window", "confidence_gate",
+        "structural_coherence", "structural_prune", "keyword_overlap", "token_budget", "negative_detection",
+        "extractive",
     ]
-    assert result.evidence[0].kind == "paragraph"
-    # the anchor sentence is shown inside its whole paragraph
+    # the anchor sentence is shown inside its whole passage (chunk display)
+    assert result.evidence[0].kind == "chunk"
     assert "late fee of 40 dollars" in result.evidence[0].text
     assert "first day of each month" in result.evidence[0].text
     window = next(t for t in result.trace if t.stage == "sentence_window")
-    assert window.stats["paragraphs"] >= 1
+    assert window.stats["chunks"] >= 1
+    # paragraph display still available
+    para = indexed.query("What is the late fee?", route="route1s_sentence", overrides={"sentence_window.display": "paragraph"})
+    assert para.evidence[0].kind == "paragraph" and "late fee of 40 dollars" in para.evidence[0].text
+    assert next(t for t in para.trace if t.stage == "sentence_window").stats["paragraphs"] >= 1
 
 
 def test_route2_skeleton_appends_strategy_b_context(indexed: GraphRoute) -> None:

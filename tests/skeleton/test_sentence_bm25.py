@@ -38,8 +38,8 @@ def test_sentences_rank_by_words_shared_and_chunks_stay_chunks(corpus: Corpus) -
 
 
 def test_route1s_fuses_sentence_vectors_and_bm25_sentences_by_rank(corpus: Corpus) -> None:
-    """The default sentence route shows a paragraph found by words alone, and a paragraph both
-    searches rank first comes before one that only one search finds."""
+    """The default sentence route shows a passage found by words alone, and a passage whose
+    sentence both searches rank first comes before one that only one search finds."""
     route = load_route(
         "route1s_sentence", get_registry(), overrides=Overrides({}, {"negative_detection": False})
     )
@@ -49,7 +49,7 @@ def test_route1s_fuses_sentence_vectors_and_bm25_sentences_by_rank(corpus: Corpu
     assert lexical.stats["hits"] >= 1
     assert result.ranking[0] == "travel"
     first = result.evidence[0]
-    assert first.kind == "paragraph" and "audits declarations" in first.text
-    # the fused score of a paragraph whose sentence heads both lists is the sum of two 1/(60+1)
+    assert first.kind == "chunk" and "audits declarations" in first.text
+    # the fused score of a sentence that heads both lists is the sum of two 1/(60+1)
     anchor = first.metadata["anchors"][0]
     assert anchor["id"] == "travel:sen6" and abs(anchor["score"] - 2 / 61) < 1e-9
