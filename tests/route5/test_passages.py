@@ -13,8 +13,8 @@ from graphroute.core.api.stage import QueryState, StageContext
 from graphroute.core.api.store import GraphStore
 from graphroute.core.engine import open_store
 from graphroute.core.query.services import Services
-from graphroute.plugins.expanders.graph import PPR, PPRPassages
 from graphroute.plugins.baselines.lexical import lead
+from graphroute.plugins.expanders.graph import PPR, PPRPassages
 from graphroute.plugins.seeds.tiers import PASSAGE_TIER, PassageSeeds, UnifiedSeeds, unify
 
 GROUP = "g"
