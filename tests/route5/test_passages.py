@@ -13,7 +13,7 @@ from graphroute.core.api.stage import QueryState, StageContext
 from graphroute.core.api.store import GraphStore
 from graphroute.core.engine import open_store
 from graphroute.core.query.services import Services
-from graphroute.plugins.baselines.lexical import lead
+from graphroute.plugins.baselines.lexical import BM25Search, lead
 from graphroute.plugins.expanders.graph import PPR, PPRPassages
 from graphroute.plugins.seeds.tiers import PASSAGE_TIER, PassageSeeds, UnifiedSeeds, unify
 
@@ -208,3 +208,17 @@ def test_bm25_passage_seeds_are_withheld_when_the_ranking_is_flat(store: GraphSt
     assert flat == [] and stats["withheld"] is True and float(str(stats["lead"])) < 1.5
     # min_lead 1 (the default) never withholds
     assert len(seeds("When is a page acknowledged?", 1.0)[0]) == 3
+
+
+def test_bm25_stage_withholds_a_flat_ranking_and_says_so(store: GraphStore) -> None:
+    _lead_corpus(store)
+
+    def run(question: str) -> tuple[list[str], dict[str, object]]:
+        st, ctx = QueryState(question, GROUP), _ctx(store)
+        BM25Search(BM25Search.Params(top_k=3, min_lead=1.5, lead_rank=5)).run(st, ctx)
+        return [e.id for e in st.evidence], ctx.stats
+
+    hits, stats = run("When is a Stillwater page acknowledged?")
+    assert hits[0] == "c1" and len(hits) == 3 and stats["withheld"] is False
+    hits, stats = run("When is a page acknowledged?")
+    assert hits == [] and stats["withheld"] is True and stats["hits"] == 0
