@@ -46,7 +46,7 @@ def test_a_route_using_min_length_loads_and_validates(tmp_path: Path) -> None:
     assert registry.stages.entries["min_length"].plugin == "example"
     resolved = load_route(str(write_route(tmp_path, 25)), registry, environ={})
     ids = [s.spec.key for s in resolved.stages()]
-    assert ids[:3] == ["vector_anchors", "sentence_bm25", "short"]
+    assert ids[:4] == ["vector_anchors", "sentence_bm25", "passage_bm25", "short"]
     short = next(s for s in resolved.stages() if s.spec.key == "short")
     assert short.cls.name == "min_length" and short.params.min_chars == 25
 
