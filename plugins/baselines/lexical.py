@@ -153,6 +153,12 @@ class LexicalHits:
     lead: float | None = None  # lead(scores, lead_rank) when a minimum lead was asked for
     withheld: bool = False  # the ranking's lead was below the minimum: no hits returned
 
+    def gate_stats(self) -> dict[str, Any]:
+        """The lead and whether it withheld the hits, for a stage's trace (empty without a gate)."""
+        if self.lead is None:
+            return {}
+        return {"lead": round(self.lead, 4) if self.lead != float("inf") else "inf", "withheld": self.withheld}
+
 
 def lexical_hits(
     store: GraphStore, group: str, question: str, top_k: int, *, engine: str = "auto",
@@ -241,9 +247,7 @@ class BM25Search(Stage):
             ctx.stats["indexed_chunks"] = len(found.index.chunks)
             ctx.stats["query_terms"] = len(_tokenize([state.question], found.index.stemmer)[0])
         self._add(state, hits)
-        ctx.stats.update({"engine": found.engine, "hits": len(hits)})
-        if found.lead is not None:
-            ctx.stats.update({"lead": round(found.lead, 4) if found.lead != float("inf") else "inf", "withheld": found.withheld})
+        ctx.stats.update({"engine": found.engine, "hits": len(hits), **found.gate_stats()})
 
     def _sentences(self, state: QueryState, ctx: StageContext) -> None:
         """The question's best sentences by BM25 (each with its document title when

@@ -312,8 +312,7 @@ class PassageSeeds(Stage):
             found = lexical_hits(ctx.services.store, state.group, state.question, p.top_k,
                                  min_lead=p.min_lead, lead_rank=p.lead_rank)
             hits = found.hits
-            if found.lead is not None:
-                ctx.stats.update({"lead": round(found.lead, 4) if found.lead != float("inf") else "inf", "withheld": found.withheld})
+            ctx.stats.update(found.gate_stats())
         else:
             hits = ctx.services.store.vector_search(state.group, "chunk", ctx.query_vector(state.question), p.top_k)
         scores = np.fromiter((s for _, s in hits), dtype=np.float64, count=len(hits))
