@@ -1,9 +1,11 @@
 """The benchmark sets shipped in examples/datasets: the Larkspur handbook, the Wrenfield Courier
-newspaper archive and the script that makes the MuSiQue negatives set."""
+newspaper archive, the Vellumdrift product documentation and the script that makes the MuSiQue
+negatives set."""
 
 from __future__ import annotations
 
 import importlib.util
+import re
 from collections import Counter
 from pathlib import Path
 from types import ModuleType
@@ -17,10 +19,12 @@ ROOT = Path(__file__).resolve().parents[2] / "examples" / "datasets"
 MUSIQUE = Path("/work/shared/datasets/musique")
 
 
-# (folder, documents, question kinds): the Larkspur handbook and the Wrenfield Courier archive
+# (folder, documents, question kinds): the Larkspur handbook, the Wrenfield Courier archive and
+# the Vellumdrift documentation
 SETS = [
     ("larkspur", 61, {"single": 69, "multi": 38, "off_topic": 12, "near_miss": 22}),
     ("wrenfield", 55, {"single": 54, "multi": 42, "off_topic": 10, "near_miss": 25}),
+    ("vellumdrift", 52, {"single": 60, "multi": 35, "off_topic": 10, "near_miss": 25}),
 ]
 
 
@@ -43,6 +47,22 @@ def test_example_set_loads_and_every_answer_is_in_a_gold_document(
         else:
             assert not q.gold and not q.answers, q.id
     assert len({q.question for q in ds.questions}) == len(ds.questions)
+
+
+def _five_word_runs(text: str) -> set[tuple[str, ...]]:
+    words = re.findall(r"\w+", text.lower())
+    return {tuple(words[i : i + 5]) for i in range(len(words) - 4)}
+
+
+def test_vellumdrift_questions_paraphrase_their_gold_pages() -> None:
+    """No question shares a run of five words with its gold pages, so keyword overlap alone
+    does not find them."""
+    folder = ROOT / "vellumdrift"
+    ds = load_dataset(folder / "questions.json", folder / "corpus.json")
+    for q in ds.questions:
+        runs = _five_word_runs(q.question)
+        for i in q.gold:
+            assert not runs & _five_word_runs(ds.corpus[i].text), (q.id, ds.corpus[i].title)
 
 
 def _script() -> ModuleType:
