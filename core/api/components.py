@@ -155,6 +155,19 @@ class Embedder(Component, ABC):
             i += len(doc)
         return out
 
+    def embed_spans(
+        self, texts: Sequence[str], heads: Sequence[int], spans: Sequence[Sequence[tuple[int, int]]],
+    ) -> tuple[np.ndarray, list[np.ndarray]]:
+        """Each text's vector and, read from the same pass over the text, one vector per
+        character span ``(start, end)`` of it, pooled with the text's first ``heads[i]``
+        characters (its heading): "late chunking", a sentence's vector in its passage's
+        context without a pass of its own.
+
+        Only models that expose token outputs can; the default (remote APIs) cannot, and the
+        indexer then embeds each sentence on its own (``reads_spans`` tells which).
+        """
+        raise NotImplementedError(f"the {self.name!r} embedder cannot pool spans of a text")
+
     def embed_query(self, text: str) -> np.ndarray:
         return self.embed([text], input_type="query")[0]
 

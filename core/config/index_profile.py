@@ -40,6 +40,15 @@ class ParseSettings(BaseModel):
         ),
     )
     cross_chunk_dedup: bool = Field(True, description="drop a sentence already seen in another chunk of the document")
+    sentence_vectors: Literal["in_chunk", "alone"] = Field(
+        "in_chunk",
+        description=(
+            "how sentence vectors are made: `in_chunk` reads each from its chunk's pass (the mean of its "
+            "tokens' and the chunk heading's outputs, in the chunk's context; one pass for both, embedders "
+            "that expose token outputs only, others fall back to `alone`); `alone` embeds each sentence on "
+            "its own, after its label prefix"
+        ),
+    )
 
 
 class IndexProfile(BaseModel):

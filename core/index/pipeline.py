@@ -428,16 +428,41 @@ class Indexer:
         return report
 
     # ------------------------------------------------------------------ helpers
+    @staticmethod
+    def _embed_in_chunks(emb: Embedder, skels: list[Any]) -> tuple[np.ndarray, list[np.ndarray]]:
+        """Chunk vectors and each document's sentence vectors from one pass over the chunks
+        (``sentence_vectors: in_chunk``): a sentence is pooled from its chunk's outputs."""
+        texts = [t for sk in skels for t in sk.chunk_embed_texts]
+        heads = [h for sk in skels for h in sk.chunk_heads]
+        spans: list[list[tuple[int, int]]] = [[] for _ in texts]
+        where: list[list[tuple[int, int]]] = []  # per document: (chunk row, span number) of each sentence
+        base = 0
+        for sk in skels:
+            rows = []
+            for ci, start, end in sk.sentence_spans:
+                rows.append((base + ci, len(spans[base + ci])))
+                spans[base + ci].append((start, end))
+            where.append(rows)
+            base += len(sk.chunk_embed_texts)
+        if not texts:
+            return np.zeros((0, emb.dimension), np.float32), [np.zeros((0, emb.dimension), np.float32) for _ in skels]
+        chunk_vecs, span_vecs = emb.embed_spans(texts, heads, spans)
+        dim = chunk_vecs.shape[1]
+        sent = [np.stack([span_vecs[r][j] for r, j in rows]) if rows else np.zeros((0, dim), np.float32) for rows in where]
+        return chunk_vecs, sent
+
     def _embed(self, skels: list[Any]) -> dict[str, dict[str, tuple[list[str], np.ndarray]]]:
         """Sentence and chunk vectors for a batch; section vectors are the renormalised mean
         of the section's own sentence vectors (no extra model call; sections without direct
         sentences get no vector)."""
         from graphroute.core.api.models import VectorSpace
-        from graphroute.core.lib.embed_cache import is_contextual
+        from graphroute.core.lib.embed_cache import is_contextual, reads_spans
 
         emb = self.embedder()
         chunk_texts = [t for sk in skels for t in sk.chunk_embed_texts]
-        if is_contextual(emb):  # units embedded in their document's context: per document
+        if self.profile.parse.sentence_vectors == "in_chunk" and reads_spans(emb) and not is_contextual(emb):
+            chunk_vecs, sent = self._embed_in_chunks(emb, skels)
+        elif is_contextual(emb):  # units embedded in their document's context: per document
             sent = emb.embed_contextual([sk.sentence_embed_texts for sk in skels])
             chunk_vecs = emb.embed(chunk_texts) if chunk_texts else np.zeros((0, emb.dimension), np.float32)
         else:  # one call over sentences and chunks (see EMBED_WINDOW_TEXTS), split back

@@ -218,6 +218,10 @@ class DocumentSkeleton:
     chunk_ids: list[str]
     chunk_embed_texts: list[str]
     stats: dict[str, int]
+    # each chunk embed text's heading (its label prefix), in characters
+    chunk_heads: list[int] = field(default_factory=list)
+    # each sentence's (chunk index, start, end) in its chunk's embed text
+    sentence_spans: list[tuple[int, int, int]] = field(default_factory=list)
 
 
 @dataclass
@@ -354,12 +358,15 @@ def build_skeleton(
     sentence_sections: list[str] = []
     chunk_ids: list[str] = []
     chunk_texts: list[str] = []
+    chunk_heads: list[int] = []
+    sentence_spans: list[tuple[int, int, int]] = []
     seen: dict[str, str] = {}  # normalised sentence -> chunk id (cross-chunk dedup)
     par_no = 0
     for ci, members in enumerate(chunks):
         chunk_id = f"{doc_id}:chk{ci}"
         section = units[members[0]][0].section
         chunk_text = "\n\n".join(units[ui][1] for ui in members)
+        chunk_prefix = chunk_label_prefix(title, section.path, limits.chunk_label) if limits.label_prefix else ""
         pages = [units[ui][0].page for ui in members if units[ui][0].page is not None]
         chunk_sentences: list[tuple[str, dict[str, Any]]] = []
         chunk_layout: list[LayoutRow] = []
@@ -412,6 +419,8 @@ def build_skeleton(
             if j > 0:
                 edge(ids[j - 1], sid, EdgeType.NEXT)
             prefix = label_prefix(title, section.path) if limits.label_prefix else ""
+            start = len(chunk_prefix) + props["chunk_char_offset"]
+            sentence_spans.append((ci, start, start + props["char_length"]))
             sentence_ids.append(sid)
             sentence_texts.append(prefix + props["text"])
             sentence_sections.append(section.id)
@@ -423,8 +432,8 @@ def build_skeleton(
         edge(chunk_id, section.id, EdgeType.IN_SECTION)
         edge(chunk_id, doc_id, EdgeType.IN_DOCUMENT)
         chunk_ids.append(chunk_id)
-        chunk_prefix = chunk_label_prefix(title, section.path, limits.chunk_label) if limits.label_prefix else ""
         chunk_texts.append(chunk_prefix + chunk_text)
+        chunk_heads.append(len(chunk_prefix))
 
     nodes.insert(0, Node(id=doc_id, label=Label.DOCUMENT.value, group=group, doc_id=doc_id, props={
         "title": title, "source": doc.source, "content_hash": doc.content_hash,
@@ -435,6 +444,7 @@ def build_skeleton(
         doc_id=doc_id, title=title, nodes=nodes, edges=edges, sentence_ids=sentence_ids,
         sentence_embed_texts=sentence_texts, sentence_sections=sentence_sections,
         chunk_ids=chunk_ids, chunk_embed_texts=chunk_texts, stats=stats,
+        chunk_heads=chunk_heads, sentence_spans=sentence_spans,
     )
 
 

@@ -116,6 +116,13 @@ def is_contextual(embedder: Embedder) -> bool:
     return _is_contextual(getattr(embedder, "inner", embedder))
 
 
+def reads_spans(embedder: Embedder) -> bool:
+    """True when ``embedder`` (or the model behind a :class:`CachingEmbedder`) implements
+    ``embed_spans``: sentence vectors can then be read from their chunk's pass."""
+    inner = getattr(embedder, "inner", embedder)
+    return type(inner).embed_spans is not Embedder.embed_spans
+
+
 class CachingEmbedder(Embedder):
     """Wraps an embedder with an :class:`EmbeddingCache`; only missing texts reach the model.
 
@@ -182,6 +189,33 @@ class CachingEmbedder(Embedder):
                 out[i] = np.asarray(vecs, dtype=np.float32)
                 self.misses += len(doc_keys[i])
         return [o for o in out if o is not None]
+
+    def embed_spans(
+        self, texts: Sequence[str], heads: Sequence[int], spans: Sequence[Sequence[tuple[int, int]]],
+    ) -> tuple[np.ndarray, list[np.ndarray]]:
+        """The text's vector is keyed like :meth:`embed`'s (it is the same vector); a span's by
+        the text, its heading and the span, since it is read in the text's context."""
+        if self.cache is None:
+            self.misses += len(texts) + sum(len(s) for s in spans)
+            return self.inner.embed_spans(texts, heads, spans)
+        text_keys = [text_key(t) for t in texts]
+        span_keys = [[f"{text_key(t, 'span')}:{h}:{a}:{b}" for a, b in s] for t, h, s in zip(texts, heads, spans, strict=True)]
+        found = self.cache.get_many(self.model_id, text_keys + [k for ks in span_keys for k in ks])
+        todo = [i for i, k in enumerate(text_keys) if k not in found or any(sk not in found for sk in span_keys[i])]
+        if todo:
+            vecs, span_vecs = self.inner.embed_spans([texts[i] for i in todo], [heads[i] for i in todo], [spans[i] for i in todo])
+            new = [(text_keys[i], vecs[n]) for n, i in enumerate(todo)]
+            new += [(k, v) for n, i in enumerate(todo) for k, v in zip(span_keys[i], span_vecs[n], strict=True)]
+            self.cache.put_many(self.model_id, new)
+            found.update(new)
+        missed = len(todo) + sum(len(span_keys[i]) for i in todo)
+        self.misses += missed
+        self.hits += len(texts) + sum(len(ks) for ks in span_keys) - missed
+        dim = self.dimension
+        return (
+            np.stack([found[k] for k in text_keys]).astype(np.float32, copy=False),
+            [np.stack([found[k] for k in ks]).astype(np.float32, copy=False) if ks else np.zeros((0, dim), np.float32) for ks in span_keys],
+        )
 
     def embed_query(self, text: str) -> np.ndarray:
         return self.inner.embed_query(text)

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 from graphroute.core.api.components import ComponentParams, Embedder
 from graphroute.core.hookspecs import hookimpl
+from graphroute.core.lib.knn import normalise_in_place
 from graphroute.core.lib.model_loads import loading_model
 from pydantic import Field
 
@@ -89,6 +90,7 @@ class OnnxModel:
 
     session: Any  # onnxruntime.InferenceSession
     tokenizer: Any  # tokenizers.Tokenizer
+    untruncated: Any  # the same tokenizer without truncation (span pooling cuts its own windows)
     inputs: tuple[str, ...]
     pad_id: int
     max_length: int
@@ -103,23 +105,26 @@ class OnnxModel:
         """Each text's ``Encoding``, truncated at ``max_length`` tokens and not padded."""
         return list(self.tokenizer.encode_batch(list(texts)))
 
+    def hidden(self, rows: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
+        """The model's output for token-id rows in one run, padded to the longest row, and
+        the padding mask (1 for real tokens)."""
+        width = max(len(r) for r in rows)
+        ids = np.full((len(rows), width), self.pad_id, dtype=np.int64)
+        mask = np.zeros((len(rows), width), dtype=np.int64)
+        for row, r in enumerate(rows):
+            ids[row, : len(r)] = r
+            mask[row, : len(r)] = 1
+        feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+        return self.session.run(None, {k: feeds[k] for k in self.inputs})[0], mask
+
     def forward(self, encodings: Sequence[Any]) -> np.ndarray:
         """Unit vectors of tokenised texts in one run, padded only to the longest of them;
         the mean pooling counts real tokens only."""
-        width = max(len(e.ids) for e in encodings)
-        ids = np.full((len(encodings), width), self.pad_id, dtype=np.int64)
-        mask = np.zeros((len(encodings), width), dtype=np.int64)
-        for row, e in enumerate(encodings):
-            ids[row, : len(e.ids)] = e.ids
-            mask[row, : len(e.ids)] = 1
-        feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
-        out = self.session.run(None, {k: feeds[k] for k in self.inputs})[0]
+        out, mask = self.hidden([e.ids for e in encodings])
         if out.ndim == 3:  # token embeddings: mean over the real tokens
             weights = mask[:, :, None].astype(np.float32)
             out = (out * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
-        out = np.asarray(out, dtype=np.float32)
-        out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
-        return out
+        return normalise_in_place(np.asarray(out, dtype=np.float32))
 
     def encode(self, texts: Sequence[str], batch_size: int = 64, max_batch_tokens: int = 1024) -> np.ndarray:
         """Unit vectors of ``texts`` (float32, input order), in length-sorted batches."""
@@ -131,6 +136,105 @@ class OnnxModel:
         for rows in token_batches(lengths, batch_size, max_batch_tokens):
             out[rows] = self.forward([encodings[i] for i in rows])
         return out
+
+
+    def encode_spans(
+        self, texts: Sequence[str], heads: Sequence[int], spans: Sequence[Sequence[tuple[int, int]]],
+        batch_size: int = 64, max_batch_tokens: int = 1024,
+    ) -> tuple[np.ndarray, list[np.ndarray]]:
+        """Each text's unit vector and, from the same forward passes, a unit vector per
+        character span of it ("late chunking"): the mean of the span's token outputs and the
+        text's first ``heads[i]`` characters' (its heading), read in the text's context.
+
+        A text's vector is :meth:`encode`'s (its first ``max_length`` tokens). A text longer
+        than that is also run in further windows, each the heading plus the next stretch of
+        the text, overlapping the previous window by a quarter, so every span has context on
+        both sides; a span is read in the window that holds it with the most context.
+        """
+        dim = self.dimension
+        text_vecs = np.empty((len(texts), dim), dtype=np.float32)
+        span_vecs = [np.empty((len(s), dim), dtype=np.float32) for s in spans]
+        if not texts:
+            return text_vecs, span_vecs
+        plans = [_window_plan(e, head, self.max_length) for e, head in zip(self.untruncated.encode_batch(list(texts)), heads, strict=True)]
+        rows = [(t, w) for t, plan in enumerate(plans) for w in range(len(plan.windows))]
+        lengths = np.fromiter((len(plans[t].window_ids(w)) for t, w in rows), dtype=np.int64, count=len(rows))
+        for batch in token_batches(lengths, batch_size, max_batch_tokens):
+            out, mask = self.hidden([plans[rows[i][0]].window_ids(rows[i][1]) for i in batch])
+            if out.ndim != 3:
+                raise RuntimeError("this ONNX model gives one vector per text, not per token: it cannot embed spans in context")
+            for b, i in enumerate(batch):
+                t, w = rows[i]
+                states = out[b, : int(mask[b].sum())]
+                if w == 0:
+                    text_vecs[t] = states.mean(axis=0)
+                plans[t].states[w] = states
+        for t, plan in enumerate(plans):
+            for j, (start, end) in enumerate(spans[t]):
+                span_vecs[t][j] = plan.pool(start, end, text_vecs[t])
+            plan.states.clear()
+        return normalise_in_place(text_vecs), [normalise_in_place(v) for v in span_vecs]
+
+
+@dataclass
+class _WindowPlan:
+    """How one text is cut into windows of at most ``max_length`` tokens for span pooling:
+    window ``w`` is [CLS] + the heading's tokens + body tokens ``windows[w]`` + [SEP]."""
+
+    cls: list[int]
+    sep: list[int]
+    head: list[int]  # the heading's token ids
+    body: list[int]  # the rest of the text's token ids
+    starts: np.ndarray  # character offset of each body token
+    windows: list[tuple[int, int]]  # body token ranges
+    states: dict[int, np.ndarray]  # window -> token outputs, filled by the forward passes
+
+    def window_ids(self, w: int) -> list[int]:
+        a, b = self.windows[w]
+        return self.cls + self.head + self.body[a:b] + self.sep
+
+    def pool(self, start: int, end: int, fallback: np.ndarray) -> np.ndarray:
+        """The mean output of the heading's tokens and the body tokens that start inside
+        [start, end), in the window holding those tokens with the most context around them."""
+        first, last = int(np.searchsorted(self.starts, start)), int(np.searchsorted(self.starts, end)) - 1
+        if last < first:  # no token starts in the span (whitespace): the text's own vector
+            return fallback
+        def fit(w: int) -> tuple[bool, int]:  # holds the whole span, then: context or tokens held
+            a, b = self.windows[w]
+            whole = a <= first and last < b
+            return whole, min(first - a, b - 1 - last) if whole else min(last + 1, b) - max(first, a)
+
+        w = max(range(len(self.windows)), key=fit)
+        a, b = self.windows[w]
+        lo, hi = max(first, a), min(last + 1, b)
+        off = len(self.cls)
+        states = self.states[w]
+        body = off + len(self.head) - a  # row of body token 0 in this window
+        return np.concatenate([states[off : off + len(self.head)], states[body + lo : body + hi]]).mean(axis=0)
+
+
+def _window_plan(encoding: Any, head_chars: int, max_length: int) -> _WindowPlan:
+    """Cut an untruncated encoding into windows (see :class:`_WindowPlan`); a heading is
+    kept to half the window at most."""
+    ids, offsets, special = encoding.ids, encoding.offsets, encoding.special_tokens_mask
+    inner = [i for i in range(len(ids)) if not special[i]]
+    cls = [ids[i] for i in range(len(ids)) if special[i] and i < (inner[0] if inner else len(ids))]
+    sep = [ids[i] for i in range(len(ids)) if special[i] and inner and i > inner[-1]]
+    room = max_length - len(cls) - len(sep)
+    n_head = sum(1 for i in inner if offsets[i][1] <= head_chars)
+    n_head = min(n_head, room // 2)
+    head = [ids[i] for i in inner[:n_head]]
+    body = inner[n_head:]
+    width = room - n_head
+    windows = [(0, min(len(body), width))]
+    while windows[-1][1] < len(body):
+        a = windows[-1][1] - width // 4
+        windows.append((a, min(len(body), a + width)))
+    return _WindowPlan(
+        cls=cls, sep=sep, head=head, body=[ids[i] for i in body],
+        starts=np.fromiter((offsets[i][0] for i in body), dtype=np.int64, count=len(body)),
+        windows=windows, states={},
+    )
 
 
 def load_model(
@@ -164,6 +268,8 @@ def _load(path: str, tokenizer_path: str, max_length: int, threads: int) -> Onnx
     # every text to 128 and cuts at 128): batches are padded here, to their longest text
     tokenizer.no_padding()
     tokenizer.enable_truncation(max_length=max_length)
+    untruncated = Tokenizer.from_str(tokenizer.to_str())
+    untruncated.no_truncation()
     pad_id = tokenizer.token_to_id("[PAD]")
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
@@ -174,7 +280,7 @@ def _load(path: str, tokenizer_path: str, max_length: int, threads: int) -> Onnx
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     session = ort.InferenceSession(path, sess_options=options, providers=["CPUExecutionProvider"])
     inputs = tuple(i.name for i in session.get_inputs())
-    return OnnxModel(session, tokenizer, inputs, pad_id if pad_id is not None else 0, max_length)
+    return OnnxModel(session, tokenizer, untruncated, inputs, pad_id if pad_id is not None else 0, max_length)
 
 
 class PackagedModelEmbedder(Embedder):
@@ -246,6 +352,14 @@ class LocalEmbedder(PackagedModelEmbedder):
 
     def _encode(self, texts: Sequence[str]) -> np.ndarray:
         return self.model().encode(texts, self.params.batch_size, self.params.max_batch_tokens)
+
+    def embed_spans(
+        self, texts: Sequence[str], heads: Sequence[int], spans: Sequence[Sequence[tuple[int, int]]],
+    ) -> tuple[np.ndarray, list[np.ndarray]]:
+        if texts:
+            self.calls += 1
+            self.texts_embedded += len(texts)
+        return self.model().encode_spans(texts, heads, spans, self.params.batch_size, self.params.max_batch_tokens)
 
 
 @hookimpl

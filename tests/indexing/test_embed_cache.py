@@ -6,7 +6,8 @@ import multiprocessing as mp
 from pathlib import Path
 
 import numpy as np
-from graphroute.core.lib.embed_cache import EmbeddingCache, text_key
+from graphroute.core.lib.embed_cache import CachingEmbedder, EmbeddingCache, text_key
+from graphroute.plugins.embedders.local import LocalEmbedder
 
 
 def _writer(directory: str, worker: int, n: int) -> None:
@@ -41,3 +42,17 @@ def test_concurrent_processes_do_not_corrupt_the_cache(tmp_path: Path) -> None:
     assert cache.count("m") == 200 + 2 * 200
     got = cache.get_many("m", [text_key(f"shared {j}") for j in range(200)])
     assert all(np.all(got[text_key(f"shared {j}")] == j) for j in range(200))
+
+
+def test_span_vectors_are_cached_by_text_heading_and_span(tmp_path: Path) -> None:
+    inner = LocalEmbedder()
+    cached = CachingEmbedder(inner, EmbeddingCache(tmp_path))
+    texts = ["Fees\nThe fee is eight percent. Repairs need approval.", "Leave\nStaff get 25 days."]
+    spans = [[(5, 31), (32, 51)], [(6, 25)]]
+    first, first_spans = cached.embed_spans(texts, [5, 6], spans)
+    again, again_spans = cached.embed_spans(texts, [5, 6], spans)
+    assert inner.calls == 1 and cached.hits == 5 and cached.misses == 5
+    assert np.array_equal(first, again) and all(np.array_equal(a, b) for a, b in zip(first_spans, again_spans, strict=True))
+    assert np.allclose(cached.embed(texts), first, atol=1e-6) and inner.calls == 1  # a text's vector is embed()'s
+    cached.embed_spans(texts[:1], [0], spans[:1])  # another heading: read again
+    assert inner.calls == 2

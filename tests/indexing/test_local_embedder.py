@@ -95,3 +95,41 @@ def test_a_cold_command_reports_model_loading_apart_and_prints_no_third_party_ba
     assert [t["stage"] for t in loads] == [f"load:{MODEL_ID}"]
     assert loads[0]["stats"]["for_stage"] == trace[trace.index(loads[0]) + 1]["stage"]
     assert loads[0]["duration_ms"] > 0
+
+
+HEAD = "Harbour charter\n"
+LAST = "The harbour master collects the mooring fee every Friday."
+
+
+def test_spans_are_pooled_from_their_text_s_pass_in_windows_that_repeat_the_heading() -> None:
+    """Late chunking: a span's vector comes from its text's own pass (the heading's tokens and
+    the span's), a text past 256 tokens runs in further windows that each start with the
+    heading, and the text's vector is the plain one."""
+    from graphroute.plugins.embedders.local import _window_plan
+
+    model = load_model()
+    long, short = HEAD + LONG + " " + LAST, HEAD + "The guild meets in spring. Its dues are ten crowns."
+    spans = [[(len(long) - len(LAST), len(long)), (len(HEAD), len(HEAD) + 58)], [(len(HEAD), len(HEAD) + 26), (len(HEAD) + 27, len(short))]]
+    embedder = LocalEmbedder()
+    vecs, span_vecs = embedder.embed_spans([long, short], [len(HEAD), len(HEAD)], spans)
+    assert embedder.calls == 1
+    assert np.allclose(vecs, model.encode([long, short]), atol=1e-5)  # the text's vector is unchanged
+    assert [v.shape for v in span_vecs] == [(2, 384), (2, 384)]
+    assert np.allclose(np.linalg.norm(span_vecs[0], axis=1), 1, atol=1e-5)
+
+    plan = _window_plan(model.untruncated.encode(long), len(HEAD), MAX_LENGTH)
+    head_ids = model.tokenize([HEAD.strip()])[0].ids[1:-1]
+    assert len(plan.windows) >= 3 and plan.head == head_ids
+    for w, (a, b) in enumerate(plan.windows):
+        ids = plan.window_ids(w)
+        assert len(ids) <= MAX_LENGTH and ids[1 : 1 + len(head_ids)] == head_ids
+        if w:
+            assert plan.windows[w - 1][0] < a < plan.windows[w - 1][1]  # overlapping, moving on
+    assert plan.windows[-1][1] == len(plan.body)  # the whole text is read
+
+    # the last sentence, far past token 256, reads as itself; each span as its own sentence
+    alone = model.encode([LAST, LONG.split(". ")[0], "The guild's dues are ten crowns.", "The guild meets in spring."])
+    sims = span_vecs[0] @ alone.T
+    assert sims[0, 0] > 0.6 and sims[0, 0] > sims[0, 1] and sims[1, 1] > sims[1, 0]
+    sims = span_vecs[1] @ alone.T
+    assert sims[1, 2] > sims[0, 2] and sims[0, 3] > sims[1, 3]
