@@ -30,7 +30,13 @@ class ParseSettings(BaseModel):
     min_sentence_chars: int = Field(12, ge=0, description="shorter sentences are noise (merged or dropped)")
     min_sentence_words: int = Field(3, ge=0, description="sentences with fewer words are merged into a neighbour")
     max_file_mb: float = Field(50.0, gt=0, description="larger files are refused with a clear message")
-    label_prefix: bool = Field(True, description="embed sentences as `[Document: t | Section: p]` + text; stored text stays raw")
+    label_prefix: bool = Field(
+        True,
+        description=(
+            "label what is embedded with where it stands: a chunk with its `chunk_label`, a sentence embedded "
+            "`alone` as `[Document: t | Section: p]` + text; stored text stays raw"
+        ),
+    )
     chunk_label: Literal["heading", "brackets"] = Field(
         "heading",
         description=(

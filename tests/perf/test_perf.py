@@ -76,10 +76,12 @@ def test_recorder_keeps_the_texts_the_models_got_and_restores_the_methods() -> N
     with P.record_model_inputs() as rec:
         spans = SpacySegmenter().split(["Contoso Ltd. is at P.O. Box 123, FL. It ships goods."])
         vecs = LocalEmbedder().embed(["[Document: a | Section: a] hello there world"])
+        chunk_vecs, span_vecs = LocalEmbedder().embed_spans(["a\nhello there. world"], [2], [[(2, 14)]])
     assert (LocalEmbedder.embed, SpacySegmenter.split, dict(LocalEmbedder.__dict__)) == before
-    assert len(spans[0]) == 2 and vecs.shape == (1, 384)
+    assert len(spans[0]) == 2 and vecs.shape == (1, 384) and chunk_vecs.shape == span_vecs[0].shape == (1, 384)
     assert rec.segment == ["Contoso Ltd. is at P.O. Box 123, FL. It ships goods."]
     assert rec.embed == ["[Document: a | Section: a] hello there world"]
+    assert (rec.span_texts, rec.span_heads, rec.spans) == (["a\nhello there. world"], [2], [[(2, 14)]])
     assert rec.extract == []
 
 

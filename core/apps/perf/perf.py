@@ -384,6 +384,10 @@ class ModelInputs:
     """The texts the indexer gave each model (in call order)."""
 
     embed: list[str] = field(default_factory=list)
+    # embed_spans calls (chunks read with their sentences' spans): texts, headings, spans
+    span_texts: list[str] = field(default_factory=list)
+    span_heads: list[int] = field(default_factory=list)
+    spans: list[Sequence[tuple[int, int]]] = field(default_factory=list)
     segment: list[str] = field(default_factory=list)
     extract: list[str] = field(default_factory=list)
 
@@ -392,9 +396,10 @@ class ModelInputs:
 def record_model_inputs() -> Iterator[ModelInputs]:
     """Keep the arguments of the real model calls while the indexer runs.
 
-    Wraps (and afterwards restores) ``LocalEmbedder.embed`` - only texts that miss the
-    embedding cache reach it, i.e. what the model really encoded - and the spaCy segmenter's
-    ``split`` and spaCy extractor's ``extract``. The wrapped methods run unchanged.
+    Wraps (and afterwards restores) ``LocalEmbedder.embed`` and ``embed_spans`` - only texts
+    that miss the embedding cache reach them, i.e. what the model really encoded - and the
+    spaCy segmenter's ``split`` and spaCy extractor's ``extract``. The wrapped methods run
+    unchanged.
     """
     from graphroute.plugins.embedders.local import LocalEmbedder
     from graphroute.plugins.extractors.builtin import SpacyExtractor
@@ -403,17 +408,26 @@ def record_model_inputs() -> Iterator[ModelInputs]:
     rec = ModelInputs()
     originals: list[tuple[type, str, Any]] = []  # (class, name, its own attribute or None if inherited)
 
-    def wrap(cls: type, attr: str, sink: list[str]) -> None:
+    def wrap(cls: type, attr: str, sink: list[str] | Callable[..., None]) -> None:
         orig = getattr(cls, attr)
 
         def recorded(self: Any, texts: Sequence[str], *args: Any, **kwargs: Any) -> Any:
-            sink.extend(texts)
+            if callable(sink):
+                sink(texts, *args, **kwargs)
+            else:
+                sink.extend(texts)
             return orig(self, texts, *args, **kwargs)
 
         originals.append((cls, attr, cls.__dict__.get(attr)))
         setattr(cls, attr, recorded)
 
+    def record_spans(texts: Sequence[str], heads: Sequence[int], spans: Sequence[Sequence[tuple[int, int]]]) -> None:
+        rec.span_texts.extend(texts)
+        rec.span_heads.extend(heads)
+        rec.spans.extend(spans)
+
     wrap(LocalEmbedder, "embed", rec.embed)
+    wrap(LocalEmbedder, "embed_spans", record_spans)
     wrap(SpacySegmenter, "split", rec.segment)
     wrap(SpacyExtractor, "extract", rec.extract)
     try:
@@ -474,6 +488,8 @@ def raw_model_cost(profile: Any, inputs: ModelInputs) -> dict[str, Any]:
     t = time.perf_counter()
     if inputs.embed:
         model.encode(inputs.embed, batch_size=batch)
+    if inputs.span_texts:
+        model.encode_spans(inputs.span_texts, inputs.span_heads, inputs.spans, batch_size=batch)
     embed_s = time.perf_counter() - t
     nlp = load_pipeline(m["segmenter_model"])
     t = time.perf_counter()
@@ -493,6 +509,8 @@ def raw_model_cost(profile: Any, inputs: ModelInputs) -> dict[str, Any]:
         "embed_texts": len(inputs.embed),
         "embed_texts_labelled": labelled,  # sentences and chunks (label prefix)
         "embed_texts_other": len(inputs.embed) - labelled,  # entity names, community summaries
+        "embed_chunks_with_spans": len(inputs.span_texts),  # chunks read with their sentences
+        "embed_spans": sum(len(s) for s in inputs.spans),  # sentence vectors read from them
         "spacy_segment_s": round(seg_s, 3),
         "spacy_segment_texts": len(inputs.segment),
         "spacy_extract_s": round(ext_s, 3),
