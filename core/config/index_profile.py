@@ -46,13 +46,14 @@ class ParseSettings(BaseModel):
         ),
     )
     cross_chunk_dedup: bool = Field(True, description="drop a sentence already seen in another chunk of the document")
-    sentence_vectors: Literal["in_chunk", "alone"] = Field(
-        "in_chunk",
+    sentence_vectors: Literal["alone", "in_chunk"] = Field(
+        "alone",
         description=(
-            "how sentence vectors are made: `in_chunk` reads each from its chunk's pass (the mean of its "
-            "tokens' and the chunk heading's outputs, in the chunk's context; one pass for both, embedders "
-            "that expose token outputs only, others fall back to `alone`); `alone` embeds each sentence on "
-            "its own, after its label prefix"
+            "how sentence vectors are made: `alone` embeds each sentence on its own, after its label prefix; "
+            "`in_chunk` reads each from its chunk's pass (the mean of its tokens' and the chunk heading's "
+            "outputs, in the chunk's context): about half the embedding work, but less precise sentence "
+            "vectors (route1s_sentence loses recall and containment, docs/models.md); embedders without "
+            "token outputs always embed `alone`"
         ),
     )
 

@@ -1,5 +1,5 @@
-"""Sentence vectors are read from their chunk's pass by default (``sentence_vectors:
-in_chunk``); ``alone`` embeds each sentence on its own; switching re-embeds the group."""
+"""Sentence vectors read from their chunk's pass (``sentence_vectors: in_chunk``) or, by
+default (``alone``), each embedded on its own; switching re-embeds the group."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def test_one_pass_over_the_chunks_gives_the_sentence_vectors(make_indexer, store
     corpus.mkdir()
     shutil.copy(SAMPLE_CORPUS / "appliance_warranty.txt", corpus)
 
-    indexer = make_indexer()
+    indexer = make_indexer(profile=skeleton_profile(sentence_vectors="in_chunk"))
     assert indexer.index_paths([corpus]).indexed == 1
     inner = indexer.embedder().inner
     chunks = store.count_nodes("g", "TextChunk")
@@ -27,7 +27,7 @@ def test_one_pass_over_the_chunks_gives_the_sentence_vectors(make_indexer, store
     ids, in_chunk = store.all_vectors("g", VectorSpace.SENTENCE.value)
     assert len(ids) == sentences
 
-    alone = make_indexer(profile=skeleton_profile(sentence_vectors="alone"))
+    alone = make_indexer()  # the default
     assert alone.index_paths([corpus]).indexed == 1  # another way to make vectors: re-embedded
     assert alone.embedder().inner.texts_embedded == sentences  # the chunk vector: the cached one
     ids_alone, vecs_alone = store.all_vectors("g", VectorSpace.SENTENCE.value)
