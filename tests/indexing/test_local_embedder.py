@@ -120,7 +120,7 @@ def test_spans_are_pooled_from_their_text_s_pass_in_windows_that_repeat_the_head
     plan = _window_plan(model.untruncated.encode(long), len(HEAD), MAX_LENGTH)
     head_ids = model.tokenize([HEAD.strip()])[0].ids[1:-1]
     assert len(plan.windows) >= 3 and plan.head == head_ids
-    for w, (a, b) in enumerate(plan.windows):
+    for w, (a, _end) in enumerate(plan.windows):
         ids = plan.window_ids(w)
         assert len(ids) <= MAX_LENGTH and ids[1 : 1 + len(head_ids)] == head_ids
         if w:
