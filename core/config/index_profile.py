@@ -52,7 +52,7 @@ class ParseSettings(BaseModel):
             "how sentence vectors are made: `alone` embeds each sentence on its own, after its label prefix; "
             "`in_chunk` reads each from its chunk's pass (the mean of its tokens' and the chunk heading's "
             "outputs, in the chunk's context): about half the embedding work, but less precise sentence "
-            "vectors (route1s_sentence loses recall and containment, docs/models.md); embedders without "
+            "vectors (on MuSiQue route1s_sentence loses recall and containment, docs/models.md); embedders without "
             "token outputs always embed `alone`"
         ),
     )
