@@ -56,6 +56,7 @@ class EdgeType(StrEnum):
     CO_OCCURS = "CO_OCCURS"  # Entity <-> Entity in one chunk, when no triples exist
     HAS_HUB_ENTITY = "HAS_HUB_ENTITY"  # Section -> hub Entity
     SHARES_ENTITY = "SHARES_ENTITY"  # Section <-> Section in different documents sharing a hub
+    OWN_PAGE = "OWN_PAGE"  # TextChunk -> Entity its document's title names (the entity's own page)
     BELONGS_TO = "BELONGS_TO"  # Entity -> Community
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Container, Iterable, Iterator
 from dataclasses import dataclass, field
 
 ENTITY_ID_PREFIX = "ent:"
@@ -60,6 +60,30 @@ def entity_id(name: str) -> str:
 
 def is_entity_id(node_id: str) -> bool:
     return node_id.startswith(ENTITY_ID_PREFIX)
+
+
+# --------------------------------------------------------------------------- own pages
+
+# Group meta written by whatever writes a group's OWN_PAGE edges (the entity_graph index
+# step): ``{"edges": n}``. Its absence means the group was indexed before those edges
+# existed, and readers must not take "no OWN_PAGE edge" for "no own page".
+OWN_PAGES_META = "entities.own_pages"
+
+_PARENTHETICAL = re.compile(r"\s*\([^()]*\)\s*$")
+
+
+def title_names(title: str) -> list[str]:
+    """The names a document title may give its subject, normalised, most literal first: the
+    whole title, without a trailing parenthetical ("Brother (Pearl Jam song)"), before its
+    first comma ("Dodge City, Kansas"), after its last colon ("Team: Payments")."""
+    out = [title, _PARENTHETICAL.sub("", title), title.split(",", 1)[0], title.rsplit(":", 1)[-1]]
+    return list(dict.fromkeys(n for n in (normalize_name(t) for t in out) if n))
+
+
+def own_page_entity(title: str, entities: Container[str]) -> str | None:
+    """The entity id whose own page a document titled ``title`` is: the most literal of
+    :func:`title_names` that is one of ``entities`` (ids); None when it names none."""
+    return next((ENTITY_ID_PREFIX + n for n in title_names(title) if ENTITY_ID_PREFIX + n in entities), None)
 
 
 @dataclass

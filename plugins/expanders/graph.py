@@ -22,11 +22,12 @@ does not exist in our index; its equivalent is ``Entity <-MENTIONS- TextChunk -I
 Section``. Those connector edges (chunk-sourced MENTIONS and IN_SECTION) carry their own
 ``weight_mentions``. So the PPR graph holds Entity, TextChunk and Section nodes; only
 entities are ranked. Sentence-sourced MENTIONS are left out: they duplicate the chunk ones.
+``weight_title`` (off in the reference's graph) weights OWN_PAGE, TextChunk -> the Entity its
+document's title names.
 """
 
 from __future__ import annotations
 
-import re
 import threading
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
@@ -42,11 +43,15 @@ from graphroute.core.api.stage import QueryState, Slot, Stage, StageContext, Sta
 from graphroute.core.api.store import GraphStore, per_version
 from graphroute.core.hookspecs import hookimpl
 from graphroute.core.lib.deadline import check_deadline
-from graphroute.core.lib.entities import ENTITY_ID_PREFIX, is_entity_id, normalize_name
+from graphroute.core.lib.entities import (
+    OWN_PAGES_META,
+    is_entity_id,
+    own_page_entity,
+)
 from graphroute.core.lib.graph import adjacency
 from graphroute.core.lib.layout import boxes_in, layout_of
 from graphroute.core.lib.topk import largest, ranked_top
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from .mentions import chunks_in_order
 
@@ -335,28 +340,23 @@ def transition_matrix(adj: sp.csr_matrix) -> tuple[sp.csr_matrix, np.ndarray]:
     return (adj @ sp.diags(inv)).tocsr(), deg <= 0
 
 
-_PARENTHETICAL = re.compile(r"\s*\([^()]*\)\s*$")
-
-
-def title_names(title: str) -> list[str]:
-    """The names a document title may give its subject, normalised, most literal first: the
-    whole title, without a trailing parenthetical ("Brother (Pearl Jam song)"), before its
-    first comma ("Dodge City, Kansas"), after its last colon ("Team: Payments")."""
-    out = [title, _PARENTHETICAL.sub("", title), title.split(",", 1)[0], title.rsplit(":", 1)[-1]]
-    return list(dict.fromkeys(n for n in (normalize_name(t) for t in out) if n))
+def has_own_pages(store: GraphStore, group: str) -> bool:
+    """Whether the group's own-page links are OWN_PAGE edges in the store (written by the
+    entity_graph index step); False for a group indexed before they existed."""
+    return per_version(store, group, "own_pages_written", lambda: store.get_meta(group, OWN_PAGES_META) is not None)
 
 
 def title_pairs(store: GraphStore, group: str) -> list[tuple[str, str]]:
     """(entity id, chunk id) for every chunk whose document title names an entity of the
-    group (:func:`title_names`, the most literal reading that is an entity): the document
-    is that entity's own page. Built once per store version."""
+    group (:func:`~graphroute.core.lib.entities.own_page_entity`), read from the chunks'
+    titles: the own-page links of a group indexed before the entity_graph step wrote them
+    as OWN_PAGE edges. Built once per store version."""
 
     def build() -> list[tuple[str, str]]:
         entities = node_ids(store, group, Label.ENTITY)
         out: list[tuple[str, str]] = []
         for node in store.iter_nodes(group, Label.CHUNK):
-            title = str(node.props.get("title") or node.props.get("document") or "")
-            hit = next((ENTITY_ID_PREFIX + n for n in title_names(title) if ENTITY_ID_PREFIX + n in entities), None)
+            hit = own_page_entity(str(node.props.get("title") or node.props.get("document") or ""), entities)
             if hit is not None:
                 out.append((hit, node.id))
         return sorted(out)
@@ -421,7 +421,9 @@ def _build_typed_graph(store: GraphStore, group: str, weights: PathWeights) -> T
     add(EdgeType.HAS_HUB_ENTITY, weights.hub, always)
     add(EdgeType.MENTIONS, weights.mentions, chunk_entity)
     add(EdgeType.IN_SECTION, weights.mentions, chunk_any)
-    if weights.title:
+    if weights.title and has_own_pages(store, group):
+        add(EdgeType.OWN_PAGE, weights.title, chunk_entity)
+    elif weights.title:
         pairs = title_pairs(store, group)
         if pairs:
             ents = np.asarray([e for e, _ in pairs], dtype=object)
@@ -720,7 +722,8 @@ class PPR(Stage):
         weight_title: float = Field(
             0.0, ge=0.0, le=100.0,
             description="Entity <-> the chunks of the document whose title names it (its own page: 'Iowa' for "
-            "the entity Iowa), beside the MENTIONS every other chunk gets; 0: off (the reference's graph).",
+            "the entity Iowa; the OWN_PAGE edges the entity_graph index step writes), beside the MENTIONS every "
+            "other chunk gets; 0: off (the reference's graph).",
         )
         solver: Literal["power", "direct", "cg", "push"] = Field(
             "power",
@@ -751,14 +754,6 @@ class PPR(Stage):
             description="solver power: L1 change that stops the iteration; solver cg: bound on the L1 error that stops it.",
         )
         max_iter: int = Field(200, ge=1, le=10_000, description="solvers power and cg: upper bound on iterations.")
-
-        @model_validator(mode="after")
-        def _push_paths(self) -> PPR.Params:
-            # the push reads the five typed paths from the store; the own-page (title) edges are
-            # built in the client from the whole group's titles, which the push must not export
-            if self.solver == "push" and self.weight_title > 0:
-                raise ValueError("solver push does not read the own-page edges: set weight_title: 0 with it")
-            return self
 
     params: Params
 

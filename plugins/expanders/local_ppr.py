@@ -10,7 +10,8 @@ the indexed adjacency on the embedded store) and pushed. It holds nothing betwee
 questions.
 
 **The system.** The same one the exact solvers solve: ``y = (I - d P)^-1 s`` with ``P =
-A D^-1`` the column-normalised typed adjacency (the five paths and the chunk connectors,
+A D^-1`` the column-normalised typed adjacency (the five paths, the chunk connectors and
+the own-page edges,
 weighted as :class:`~graphroute.plugins.expanders.graph.PathWeights` says), ``s`` the
 normalised teleport vector and the scores ``y / |y|_1``. A node with no typed edge (a seed
 outside the graph) keeps its teleport share, as there.
@@ -74,10 +75,19 @@ from graphroute.core.api.models import EdgeType, Label
 from graphroute.core.api.neighbourhood import NeighbourCounts, Neighbourhood
 from graphroute.core.api.stage import QueryState, StageContext
 from graphroute.core.api.store import GraphStore, cache_token
+from graphroute.core.errors import ConfigError
 from graphroute.core.lib.entities import ENTITY_ID_PREFIX
 from graphroute.core.lib.topk import largest
 
-from .graph import DEFAULT_PUSH_EPS, MIN_PUSH_EPS, NodeMass, _scored, budget_cut, settle_ties
+from .graph import (
+    DEFAULT_PUSH_EPS,
+    MIN_PUSH_EPS,
+    NodeMass,
+    _scored,
+    budget_cut,
+    has_own_pages,
+    settle_ties,
+)
 
 if TYPE_CHECKING:
     from .graph import PPR
@@ -98,6 +108,7 @@ class Paths:
     shares: float
     hub: float
     mentions: float
+    title: float = 0.0
 
     def edge_types(self) -> list[str]:
         """The edge types any non-zero path walks."""
@@ -112,13 +123,15 @@ class Paths:
             types.append(EdgeType.HAS_HUB_ENTITY.value)
         if self.mentions:
             types += [EdgeType.MENTIONS.value, EdgeType.IN_SECTION.value]
+        if self.title:
+            types.append(EdgeType.OWN_PAGE.value)
         return types
 
 
 _CODES = {
     EdgeType.RELATION.value: 1, EdgeType.CO_OCCURS.value: 1, EdgeType.SEMANTICALLY_SIMILAR.value: 2,
     EdgeType.SHARES_ENTITY.value: 3, EdgeType.HAS_HUB_ENTITY.value: 4, EdgeType.MENTIONS.value: 5,
-    EdgeType.IN_SECTION.value: 6,
+    EdgeType.IN_SECTION.value: 6, EdgeType.OWN_PAGE.value: 7,
 }
 
 
@@ -129,7 +142,8 @@ def _weights(
     """The weight of each edge (type code, kinds of its two ends): the rules the exact
     solvers' typed graph applies to the exported edges (``_build_typed_graph``): entity
     edges between entities, similarity between two entities (kNN) or two non-entities
-    (sections), MENTIONS between a chunk and an entity, IN_SECTION with a chunk end.
+    (sections), MENTIONS and OWN_PAGE between a chunk and an entity, IN_SECTION with a
+    chunk end.
     Entities are the nodes labelled Entity (whose ids are ``ent:`` ids)."""
     both_ent = node_ent & other_ent
     w = np.zeros(len(code))
@@ -138,8 +152,10 @@ def _weights(
     w[(code == 2) & ~node_ent & ~other_ent] = paths.section
     w[code == 3] = paths.shares
     w[code == 4] = paths.hub
-    w[(code == 5) & ((node_chunk & other_ent) | (other_chunk & node_ent))] = paths.mentions
+    chunk_entity = (node_chunk & other_ent) | (other_chunk & node_ent)
+    w[(code == 5) & chunk_entity] = paths.mentions
     w[(code == 6) & (node_chunk | other_chunk)] = paths.mentions
+    w[(code == 7) & chunk_entity] = paths.title
     return w
 
 
@@ -480,7 +496,13 @@ def run_push(stage: PPR, state: QueryState, ctx: StageContext, seed_ids: Sequenc
     p = stage.params
     store = ctx.services.store
     w = stage.weights()
-    paths = Paths(w.entity, w.section, w.similar, w.shares, w.hub, w.mentions)
+    if w.title and not has_own_pages(store, state.group):
+        raise ConfigError(
+            f"group {state.group!r} was indexed before its own-page links were written as OWN_PAGE edges, which "
+            "the push reads (weight_title > 0); run `graphroute index` on it again (it adds them without "
+            "re-extracting), or set ppr.weight_title=0"
+        )
+    paths = Paths(w.entity, w.section, w.similar, w.shares, w.hub, w.mentions, w.title)
     res = push_pagerank(store, state.group, seed_ids, seed_weights, paths, damping=damping, eps=p.push_eps,
                         tolerance=p.push_tolerance, top_k=p.top_k)
     mass = settle_ties(res.scores)

@@ -33,7 +33,7 @@ import threading
 import time
 from array import array
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -51,7 +51,13 @@ from graphroute.core.api.models import Edge, EdgeType, Label, Node, VectorSpace,
 from graphroute.core.api.store import batched
 from graphroute.core.hookspecs import hookimpl
 from graphroute.core.lib import progress
-from graphroute.core.lib.entities import ENTITY_ID_PREFIX, EntityTable, normalize_name
+from graphroute.core.lib.entities import (
+    ENTITY_ID_PREFIX,
+    OWN_PAGES_META,
+    EntityTable,
+    normalize_name,
+    own_page_entity,
+)
 from graphroute.core.lib.knn import normalise_in_place
 from graphroute.core.lib.phases import enter_phase, release_free_memory
 from pydantic import BaseModel, Field
@@ -269,6 +275,18 @@ def stream_entity_layer(
     }
     edge_count = len(chunk_mentions) + len(sentence_mentions) + len(rel_texts) + len(co_counts)
     return StreamedEntityLayer(nodes, stats, edge_count, make_edges)
+
+
+def own_page_edges(group: str, chunks: Iterable[tuple[str, str, str | None]], entities: Container[str]) -> list[Edge]:
+    """OWN_PAGE chunk -> entity for every chunk (id, document id, document title) whose title
+    names an entity (:func:`~graphroute.core.lib.entities.own_page_entity`): the chunks of
+    the entity's own page, which PPR's ``weight_title`` links to it beside its MENTIONS."""
+    out = []
+    for cid, doc_id, title in chunks:
+        ent = own_page_entity(title, entities) if title else None
+        if ent is not None:
+            out.append(Edge(src=cid, dst=ent, type=EdgeType.OWN_PAGE, group=group, doc_id=doc_id or None))
+    return out
 
 
 def _table_id(table: EntityTable, surface: str) -> str | None:
@@ -603,17 +621,22 @@ class ExtractionCache:
             self.data.update(rows)
 
 
+def document_titles(store: GraphStore, group: str) -> dict[str, str]:
+    """Document id -> title, for every Document of the group."""
+    return {n.id: str(n.props.get("title") or "") for n in store.iter_nodes(group, Label.DOCUMENT)}
+
+
+def chunk_title(chunk: Node, titles: Mapping[str, str]) -> str | None:
+    """A chunk's document title (:func:`document_titles`), else the title it carries."""
+    return titles.get(chunk.doc_id or "") or str(chunk.props.get("title") or "") or None
+
+
 def load_chunks(store: GraphStore, group: str) -> list[ChunkInput]:
     """The group's TextChunks with their sentences (reading order) and document titles."""
-    titles = {
-        n.id: str(n.props.get("title") or "") for n in store.iter_nodes(group, Label.DOCUMENT)
-    }
+    titles = document_titles(store, group)
     chunks = {
         n.id: ChunkInput(
-            id=n.id,
-            doc_id=n.doc_id or "",
-            text=str(n.props.get("text") or ""),
-            title=titles.get(n.doc_id or "") or str(n.props.get("title") or "") or None,
+            id=n.id, doc_id=n.doc_id or "", text=str(n.props.get("text") or ""), title=chunk_title(n, titles)
         )
         for n in store.iter_nodes(group, Label.CHUNK)
     }
@@ -687,6 +710,8 @@ class EntityGraphStep(IndexStep):
         token = _config_key("entity_graph", p.model_dump())
         meta = _step_meta(ctx.store, ctx.group, self.name)
         if not ctx.dirty and meta.get("config") == token and meta.get("complete"):
+            if ctx.store.get_meta(ctx.group, OWN_PAGES_META) is None:
+                self._add_own_pages(ctx)  # a layer built before OWN_PAGE edges existed
             return _unchanged(meta)
         t0 = time.perf_counter()
         store, group = ctx.store, ctx.group
@@ -704,6 +729,7 @@ class EntityGraphStep(IndexStep):
             max_co_occurring=p.max_co_occurring,
             min_chars=p.min_chars,
         )
+        pages = own_page_edges(group, ((c.id, c.doc_id, c.title) for c in chunks), {n.id for n in layer.entities})
         # The layer keeps only its aggregates; the chunks' texts and every extraction are
         # done with. Let them go before the entity vectors and the edge writes, where the
         # index peaks at 100k sentences.
@@ -715,7 +741,7 @@ class EntityGraphStep(IndexStep):
         store.delete_derived(
             group,
             labels=[Label.ENTITY],
-            edge_types=[EdgeType.MENTIONS, EdgeType.RELATION, EdgeType.CO_OCCURS],
+            edge_types=[EdgeType.MENTIONS, EdgeType.RELATION, EdgeType.CO_OCCURS, EdgeType.OWN_PAGE],
         )
         names = [str(n.props["name"]) for n in layer.entities]
         vecs = self._vectors(ctx, names, old_vectors)
@@ -725,8 +751,11 @@ class EntityGraphStep(IndexStep):
         )
         enter_phase("step:entity_graph:write_edges")
         _write_edges(store, group, layer.iter_edges(), "entity edges", total=layer.edge_count)
+        _write_edges(store, group, pages, "own-page edges")
+        store.set_meta(group, OWN_PAGES_META, {"edges": len(pages)})
         stats = {
             **layer.stats,
+            "own_page_edges": len(pages),
             "extractor": p.extractor,
             "extraction": dict(sorted(ex_stats.items())),
             "rebuilt": True,
@@ -739,6 +768,19 @@ class EntityGraphStep(IndexStep):
             {"token": build, "complete": True, "config": token, "stats": stats},
         )
         return stats  # downstream steps compare against `token` (this build), not `config`
+
+    @staticmethod
+    def _add_own_pages(ctx: IndexContext) -> None:
+        """Write the OWN_PAGE edges of an entity layer that was built without them (read from
+        the chunks' titles and the entities' ids, not rebuilt), so a query that walks them
+        from the store sees the same graph as one that reads the layer built today."""
+        store, group = ctx.store, ctx.group
+        titles = document_titles(store, group)
+        entities = {n.id for n in store.iter_nodes(group, Label.ENTITY)}
+        chunks = ((n.id, n.doc_id or "", chunk_title(n, titles)) for n in store.iter_nodes(group, Label.CHUNK))
+        pages = own_page_edges(group, chunks, entities)
+        _write_edges(store, group, pages, "own-page edges")
+        store.set_meta(group, OWN_PAGES_META, {"edges": len(pages)})
 
     def _extract(
         self, ctx: IndexContext, extractor: Extractor, chunks: Sequence[ChunkInput]

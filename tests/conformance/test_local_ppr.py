@@ -15,17 +15,19 @@ import pytest
 from graphroute.core.api.models import Edge, EdgeType, Label, Node, Seed
 from graphroute.core.api.stage import QueryState, StageContext
 from graphroute.core.api.store import GraphStore, clear_derived
+from graphroute.core.lib.entities import OWN_PAGES_META
 from graphroute.core.query.services import Services
 from graphroute.plugins.expanders.graph import PPR, NodeMass, PPRPassages, typed_graph
 from graphroute.plugins.expanders.mentions import chunk_order, chunks_in_order
 
-ROUTE5_PATHS = {"weight_section": 0.0, "weight_shares": 0.0, "weight_hub": 0.0, "weight_similar": 0.0}
+ROUTE5_PATHS = {"weight_section": 0.0, "weight_shares": 0.0, "weight_hub": 0.0, "weight_similar": 0.0, "weight_title": 1.0}
 
 
 def typed_corpus(store: GraphStore, group: str, seed: int, prefix: str = "", docs: int = 60) -> list[str]:
     """Documents of chunks (sentences mention entities too), sections, Zipf-distributed
     entity mentions (hubs), co-occurrence, entity and section similarity, shared and hub
-    entities; returns the entity ids."""
+    entities, and every fifth document an entity's own page (OWN_PAGE); returns the entity
+    ids."""
     rng = np.random.default_rng(seed)
     ents = [f"ent:{prefix}e{i}" for i in range(120)]
     nodes = [Node(id=e, label=Label.ENTITY, group=group, props={"name": e[4:]}) for e in ents]
@@ -51,6 +53,8 @@ def typed_corpus(store: GraphStore, group: str, seed: int, prefix: str = "", doc
                 add(sent, e, EdgeType.MENTIONS)
             for a, b in pairwise(named):
                 add(a, b, EdgeType.CO_OCCURS)
+            if d % 5 == 0:
+                add(chunk, ents[(7 * d) % len(ents)], EdgeType.OWN_PAGE)
         add(sec, ents[next(pick)], EdgeType.HAS_HUB_ENTITY)
     for _ in range(40):
         a, b = rng.choice(len(ents), 2, replace=False)
@@ -59,6 +63,7 @@ def typed_corpus(store: GraphStore, group: str, seed: int, prefix: str = "", doc
         add(f"{prefix}d{x}/sec", f"{prefix}d{y}/sec", EdgeType.SEMANTICALLY_SIMILAR)
         add(f"{prefix}d{x}/sec", f"{prefix}d{y}/sec", EdgeType.SHARES_ENTITY)
     store.write(group, nodes, edges)
+    store.set_meta(group, OWN_PAGES_META, {"edges": sum(e.type == EdgeType.OWN_PAGE for e in edges)})
     return ents
 
 

@@ -13,6 +13,7 @@ from graphroute.core.api.models import EdgeType, Label
 from graphroute.core.apps.perf import perf as P
 from graphroute.core.apps.perf.graphgen import GraphSpec, questions, write_graph
 from graphroute.core.apps.perf.ppr_equivalence import ppr_equivalence
+from graphroute.core.lib.entities import OWN_PAGES_META
 from graphroute.plugins.expanders.graph import DEFAULT_PUSH_EPS
 
 SPEC = GraphSpec(sentences=1_500, topics=4, entities=400, hubs=5, dim=384, seed=3)
@@ -31,6 +32,9 @@ def test_graph_gen_writes_its_spec_and_push_ranks_as_the_exact_solver(tmp_path: 
         assert counts["edges"][EdgeType.CO_OCCURS] == written["co_occurs"]
         assert counts["vectors"]["sentence"] == SPEC.sentences
         assert gr.store.get_meta("gen", "graphgen")["sentences"] == SPEC.sentences
+        # own pages are written (none: no generated title names an entity), so the push may walk them
+        assert counts["edges"].get(EdgeType.OWN_PAGE, 0) == written["own_page_edges"] == 0
+        assert gr.store.get_meta("gen", OWN_PAGES_META) == {"edges": 0}
 
         qs = questions(SPEC, 4)
         assert len(qs) == 4

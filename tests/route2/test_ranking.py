@@ -9,10 +9,13 @@ import pytest
 from graphroute.core.api.models import Edge, EdgeType, Evidence, Label, Node, Seed
 from graphroute.core.api.stage import QueryState, StageContext
 from graphroute.core.api.store import GraphStore
+from graphroute.core.errors import ConfigError
+from graphroute.core.lib.entities import OWN_PAGES_META, title_names
 from graphroute.core.lib.fusion import rrf_merge
 from graphroute.core.query.services import Services
 from graphroute.plugins.denoisers.route2 import VectorFallback
-from graphroute.plugins.expanders.graph import PPR, PPRPassages, title_names, title_pairs
+from graphroute.plugins.expanders.graph import PPR, PPRPassages, title_pairs
+from graphroute.plugins.graph_builders.entity_graph import own_page_edges
 
 from .conftest import GROUP, context
 
@@ -97,18 +100,33 @@ def own_page_graph(store: GraphStore) -> None:
     )
 
 
-def passages(store: GraphStore, weight_title: float) -> list[tuple[str, float]]:
+def passages(store: GraphStore, weight_title: float, solver: str = "direct") -> list[tuple[str, float]]:
     st = QueryState("q", GROUP)
     st.seeds = [Seed(name="Iowa", node_id="ent:iowa")]
-    PPR(PPR.Params(budget=1.0, solver="direct", weight_title=weight_title)).run(st, context(store))
+    PPR(PPR.Params(budget=1.0, solver=solver, weight_title=weight_title)).run(st, context(store))  # type: ignore[arg-type]
     PPRPassages(PPRPassages.Params(top_k=2)).run(st, context(store))
     return [(e.id, e.score) for e in st.evidence]
 
 
 def test_the_entitys_own_page_gets_an_edge_beside_its_mentions(store: GraphStore) -> None:
     own_page_graph(store)
+    # a group indexed before OWN_PAGE edges: the exact solvers read the titles themselves
     assert title_pairs(store, GROUP) == [("ent:iowa", "home")]  # "Intrepid Wind Farm" names no entity
     # without the edge the farm page, which the walk also reaches through the farm, outranks
     # Iowa's own page; with it, the page about Iowa comes first
     assert [c for c, _ in passages(store, 0.0)] == ["farm", "home"]
-    assert [c for c, _ in passages(store, 1.0)] == ["home", "farm"]
+    legacy = passages(store, 1.0)
+    assert [c for c, _ in legacy] == ["home", "farm"]
+    # ... which the push cannot: it says so rather than rank another graph
+    with pytest.raises(ConfigError, match="OWN_PAGE"):
+        passages(store, 1.0, "push")
+    # the edges the entity_graph step writes: the same graph for every solver
+    chunks = [(n.id, n.doc_id or "", str(n.props["document"])) for n in store.iter_nodes(GROUP, Label.CHUNK)]
+    edges = own_page_edges(GROUP, chunks, {"ent:iowa", "ent:wind farm"})
+    assert [(e.src, e.dst, e.type) for e in edges] == [("home", "ent:iowa", EdgeType.OWN_PAGE)]
+    store.write(GROUP, edges=edges)
+    store.set_meta(GROUP, OWN_PAGES_META, {"edges": len(edges)})
+    for solver, rel in (("direct", 1e-12), ("push", 1e-3)):
+        got = passages(store, 1.0, solver)
+        assert [c for c, _ in got] == ["home", "farm"]
+        assert [s for _, s in got] == pytest.approx([s for _, s in legacy], rel=rel)

@@ -36,7 +36,12 @@ from typing import Any
 
 import numpy as np
 from graphroute.core.api.models import Edge, EdgeType, Label, Node, VectorSpace
-from graphroute.core.lib.entities import ENTITY_ID_PREFIX, normalize_name
+from graphroute.core.lib.entities import (
+    ENTITY_ID_PREFIX,
+    OWN_PAGES_META,
+    normalize_name,
+    own_page_entity,
+)
 
 _SYLLABLES = ("ka", "lo", "ven", "dra", "mi", "tor", "sel", "qua", "ri", "bes", "nal", "or", "phi", "gan",
               "ust", "el", "zo", "mar", "thi", "cun", "ard", "wy", "lis", "pen", "bru", "sta", "gor", "ime")
@@ -263,6 +268,8 @@ def write_graph(store: Any, group: str, spec: GraphSpec, *, log: Callable[[str],
     t = time.perf_counter()
     mentioned = np.flatnonzero(layer.mention_count)
     ent_id = {int(e): vocab.entity_id(int(e)) for e in mentioned}
+    entity_ids = frozenset(ent_id.values())
+    own_pages = [0]  # OWN_PAGE edges written (documents titled with an entity's name)
     topic_of = np.array([vocab.topic_of(int(e), spec) for e in range(n_ent)])
     for start in range(0, len(mentioned), 5_000):
         part = mentioned[start : start + 5_000]
@@ -329,6 +336,10 @@ def write_graph(store: Any, group: str, spec: GraphSpec, *, log: Callable[[str],
             doc_of[p.index] = doc
             section_of[p.index] = sk.sentence_sections[0]
             ents, per = _chunk_entities(p)
+            page = own_page_entity(p.title, entity_ids)
+            if page is not None:
+                entity_edges.append(Edge(src=chunk, dst=page, type=EdgeType.OWN_PAGE, group=group, doc_id=doc))
+                own_pages[0] += 1
             hubs_of[p.index] = sorted(ents, key=lambda e: (-per[e], e))[:3]
             for e in ents:
                 entity_edges.append(Edge(src=chunk, dst=ent_id[e], type=EdgeType.MENTIONS, group=group, doc_id=doc,
@@ -423,6 +434,8 @@ def write_graph(store: Any, group: str, spec: GraphSpec, *, log: Callable[[str],
     timings["layers_s"] = round(time.perf_counter() - t, 1)
     timings["total_s"] = round(time.perf_counter() - t0, 1)
     store.set_meta(group, "graphgen", asdict(spec))
+    store.set_meta(group, OWN_PAGES_META, {"edges": own_pages[0]})
     return {"spec": asdict(spec), "written": {**written, "entities": len(mentioned), "communities": len(comm_nodes),
-            "similar_edges": len(layer.knn), "co_occurring_pairs": len(layer.pair_keys)}, "timings": timings,
+            "similar_edges": len(layer.knn), "co_occurring_pairs": len(layer.pair_keys),
+            "own_page_edges": own_pages[0]}, "timings": timings,
             "counts": store.counts(group)}

@@ -40,13 +40,11 @@ def compare_ppr_stage(base: type, rows: list[dict[str, Any]], *, eps: float, k: 
         def run(self, state: QueryState, ctx: StageContext) -> None:
             p = self.params
             exact_solver = p.solver if p.solver != "push" else "direct"
-            # the push does not read the own-page edges: both solve the graph without them, so
-            # the comparison is of the solvers on one graph (the route keeps its own below)
-            out: dict[str, Any] = {"question": state.question, "exact_solver": exact_solver, "weight_title": 0.0}
+            out: dict[str, Any] = {"question": state.question, "exact_solver": exact_solver}
             ranked: dict[str, tuple[list[str], list[str]]] = {}
             for name, params in (
-                ("exact", p.model_copy(update={"solver": exact_solver, "top_k": k, "budget": 1.0, "weight_title": 0.0})),
-                ("push", p.model_copy(update={"solver": "push", "push_eps": eps, "top_k": k, "budget": 1.0, "weight_title": 0.0,
+                ("exact", p.model_copy(update={"solver": exact_solver, "top_k": k, "budget": 1.0})),
+                ("push", p.model_copy(update={"solver": "push", "push_eps": eps, "top_k": k, "budget": 1.0,
                                               **({} if tolerance == -1.0 else {"push_tolerance": tolerance})})),
             ):
                 probe = replace(state, seeds=list(state.seeds), seed_arrays=list(state.seed_arrays),
