@@ -38,6 +38,18 @@ class Neighbourhood:
         self.other_label.append(other_label)
         self.other_doc.append(other_doc)
 
+    def add_rows(self, rows: Sequence[tuple[str, str, str, str, str | None]]) -> None:
+        """Append many rows of (node, type, other, other_label, other_doc) at once, a column
+        at a time: a store reads them by the hundred thousand (a local walk's frontier)."""
+        if not rows:
+            return
+        node, type_, other, other_label, other_doc = zip(*rows, strict=True)
+        self.node.extend(node)
+        self.type.extend(type_)
+        self.other.extend(other)
+        self.other_label.extend(other_label)
+        self.other_doc.extend(other_doc)
+
 
 @dataclass(frozen=True)
 class NeighbourCounts:

@@ -68,11 +68,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from graphroute.core.api.models import EdgeType, Label
-from graphroute.core.api.neighbourhood import NeighbourCounts, Neighbourhood
+from graphroute.core.api.neighbourhood import NeighbourCounts
 from graphroute.core.api.stage import QueryState, StageContext
 from graphroute.core.api.store import GraphStore, cache_token
 from graphroute.core.errors import ConfigError
@@ -133,66 +134,55 @@ _CODES = {
     EdgeType.SHARES_ENTITY.value: 3, EdgeType.HAS_HUB_ENTITY.value: 4, EdgeType.MENTIONS.value: 5,
     EdgeType.IN_SECTION.value: 6, EdgeType.OWN_PAGE.value: 7,
 }
+# a node's kind: 1 + its label's place in WALK_LABELS, 0 while not known
+_KINDS = {label: k + 1 for k, label in enumerate(WALK_LABELS)}
+UNKNOWN, ENT_KIND, CHUNK_KIND = 0, _KINDS[ENTITY], _KINDS[CHUNK]
 
 
-def _weights(
-    code: np.ndarray, node_ent: np.ndarray, node_chunk: np.ndarray, other_ent: np.ndarray, other_chunk: np.ndarray,
-    paths: Paths,
-) -> np.ndarray:
+def _type_codes(types: Sequence[str]) -> np.ndarray:
+    """``_CODES`` of each edge type (0: not a walked type), by a C-level map, not a loop."""
+    return np.fromiter(map(_CODES.get, types, repeat(0)), dtype=np.int8, count=len(types))
+
+
+def _kinds(labels: Sequence[str | None]) -> np.ndarray:
+    """The kind of each label (``_KINDS``; 0 for any other)."""
+    return np.fromiter(map(_KINDS.get, labels, repeat(UNKNOWN)), dtype=np.int8, count=len(labels))
+
+
+def _weights(code: np.ndarray, node_kind: np.ndarray, other_kind: np.ndarray, paths: Paths) -> np.ndarray:
     """The weight of each edge (type code, kinds of its two ends): the rules the exact
     solvers' typed graph applies to the exported edges (``_build_typed_graph``): entity
     edges between entities, similarity between two entities (kNN) or two non-entities
     (sections), MENTIONS and OWN_PAGE between a chunk and an entity, IN_SECTION with a
-    chunk end.
-    Entities are the nodes labelled Entity (whose ids are ``ent:`` ids)."""
-    both_ent = node_ent & other_ent
+    chunk end. Entities are the nodes labelled Entity (whose ids are ``ent:`` ids)."""
+    node_ent, other_ent = node_kind == ENT_KIND, other_kind == ENT_KIND
+    node_chunk, other_chunk = node_kind == CHUNK_KIND, other_kind == CHUNK_KIND
+    chunk_entity = (node_chunk & other_ent) | (other_chunk & node_ent)
     w = np.zeros(len(code))
-    w[(code == 1) & both_ent] = paths.entity
-    w[(code == 2) & both_ent] = paths.similar
+    w[(code == 1) & node_ent & other_ent] = paths.entity
+    w[(code == 2) & node_ent & other_ent] = paths.similar
     w[(code == 2) & ~node_ent & ~other_ent] = paths.section
     w[code == 3] = paths.shares
     w[code == 4] = paths.hub
-    chunk_entity = (node_chunk & other_ent) | (other_chunk & node_ent)
     w[(code == 5) & chunk_entity] = paths.mentions
     w[(code == 6) & (node_chunk | other_chunk)] = paths.mentions
     w[(code == 7) & chunk_entity] = paths.title
     return w
 
 
-def row_weights(nb: Neighbourhood, paths: Paths) -> np.ndarray:
-    """The weight each row of ``nb`` adds to its node's adjacency (:func:`_weights`)."""
-    n = len(nb)
-    labels = nb.labels
-    code = np.fromiter((_CODES.get(t, 0) for t in nb.type), dtype=np.int8, count=n)
-    node_label = [labels.get(x) for x in nb.node]
-    return _weights(
-        code,
-        np.fromiter((lb == ENTITY for lb in node_label), dtype=bool, count=n),
-        np.fromiter((lb == CHUNK for lb in node_label), dtype=bool, count=n),
-        np.fromiter((lb == ENTITY for lb in nb.other_label), dtype=bool, count=n),
-        np.fromiter((lb == CHUNK for lb in nb.other_label), dtype=bool, count=n),
-        paths,
-    )
-
-
 def degrees(nc: NeighbourCounts, paths: Paths) -> dict[str, float]:
-    """Each counted node's weighted degree in the typed graph (the sum of
-    :func:`row_weights` over its rows, from their counts)."""
-    out: dict[str, float] = {}
-    for node, rows in nc.counts.items():
-        label = nc.labels.get(node)
-        code = np.fromiter((_CODES.get(t, 0) for t, _, _ in rows), dtype=np.int8, count=len(rows))
-        k = len(rows)
-        w = _weights(
-            code,
-            np.full(k, label == ENTITY),
-            np.full(k, label == CHUNK),
-            np.fromiter((lb == ENTITY for _, lb, _ in rows), dtype=bool, count=k),
-            np.fromiter((lb == CHUNK for _, lb, _ in rows), dtype=bool, count=k),
-            paths,
-        )
-        out[node] = float(w @ np.fromiter((n for _, _, n in rows), dtype=np.float64, count=k))
-    return out
+    """Each counted node's weighted degree in the typed graph (the :func:`_weights` of its
+    rows times their counts, summed), every node's rows in one vectorised pass."""
+    nodes = list(nc.counts)
+    lengths = [len(nc.counts[x]) for x in nodes]
+    rows = [row for x in nodes for row in nc.counts[x]]
+    if not rows:
+        return {}
+    types, others, counts = zip(*rows, strict=True)
+    node_kind = np.repeat(_kinds([nc.labels.get(x) for x in nodes]), lengths)
+    w = _weights(_type_codes(types), node_kind, _kinds(others), paths) * np.asarray(counts, dtype=np.float64)
+    sums = np.bincount(np.repeat(np.arange(len(nodes)), lengths), weights=w, minlength=len(nodes))
+    return dict(zip(nodes, sums.tolist(), strict=True))
 
 
 @dataclass
@@ -216,6 +206,8 @@ class LocalPPR:
     nodes_pushed: int = 0  # distinct nodes pushed at least once
     rows_pushed: int = 0  # the rows of those nodes (the rest of rows_read only told a degree)
     eps: float = DEFAULT_PUSH_EPS  # the eps the push ended at
+    ranked_error: float = 0.0  # Walk.certificate: the ranking's error bound, a share of the smallest ranked score
+    certified: bool = True  # ranked_error is within the tolerance asked for (or none was asked)
 
     @property
     def nodes_touched(self) -> int:
@@ -253,13 +245,17 @@ _DEGREES = DegreeCache()
 
 class _Walk:
     """What one push has read: growable per-node arrays, and the neighbourhoods read as one
-    growing edge list (each read node's rows contiguous: ``first[u]``, ``count[u]``)."""
+    growing edge list (each read node's rows contiguous: ``first[u]``, ``count[u]``).
+
+    Rows from the store are turned into local indices and weights by C-level maps and numpy
+    (no Python statement per row): a walk over a small, densely linked corpus reads every
+    edge end of the typed graph, ~450,000 rows a question on MuSiQue."""
 
     def __init__(self) -> None:
         self.index: dict[str, int] = {}
         self.ids: list[str] = []
-        self.labels: list[str] = []
         cap = 1024
+        self.kind = np.zeros(cap, dtype=np.int8)  # _KINDS, 0 while not known
         self.r = np.zeros(cap)
         self.q = np.zeros(cap)
         self.deg = np.zeros(cap)
@@ -278,22 +274,47 @@ class _Walk:
     def __len__(self) -> int:
         return len(self.ids)
 
-    def touch(self, node_ids: Sequence[str], labels: Sequence[str] | None = None) -> np.ndarray:
-        """Local indices of ``node_ids``, adding the new ones."""
+    @property
+    def labels(self) -> list[str]:
+        """Each node's label ("" where the walk never learnt it)."""
+        names = ("", *WALK_LABELS)
+        return [names[k] for k in self.kind[: len(self.ids)].tolist()]
+
+    def touch(self, node_ids: Sequence[str], kinds: np.ndarray | None = None) -> np.ndarray:
+        """Local indices of ``node_ids``, adding the new ones (of ``kinds``, when given)."""
         index = self.index
-        out = np.empty(len(node_ids), dtype=np.int64)
-        for k, x in enumerate(node_ids):
+        out = np.fromiter(map(index.get, node_ids, repeat(-1)), dtype=np.int64, count=len(node_ids))
+        new = np.flatnonzero(out < 0)
+        if not len(new):
+            return out
+        start = len(self.ids)
+        for k in new.tolist():  # each node is new once per walk: a loop over nodes, not rows
+            x = node_ids[k]
             i = index.get(x)
             if i is None:
                 i = index[x] = len(self.ids)
                 self.ids.append(x)
-                self.labels.append(labels[k] if labels is not None else "")
             out[k] = i
-        self.r, self.q, self.deg, self.known, self.counted, self.read, self.first, self.count = (
-            _grown(a, len(self.ids))
-            for a in (self.r, self.q, self.deg, self.known, self.counted, self.read, self.first, self.count)
+        n = len(self.ids)
+        self.kind, self.r, self.q, self.deg, self.known, self.counted, self.read, self.first, self.count = (
+            _grown(a, n)
+            for a in (self.kind, self.r, self.q, self.deg, self.known, self.counted, self.read, self.first, self.count)
         )
+        fresh = out[new] >= start
+        if kinds is not None:
+            self.kind[out[new][fresh]] = kinds[new][fresh]
+        else:  # an entity id is ranked as one (as the route ranks it) before its label is read
+            for k in new[fresh].tolist():
+                if node_ids[k].startswith(ENTITY_ID_PREFIX):
+                    self.kind[out[k]] = ENT_KIND
         return out
+
+    def learn(self, nodes: np.ndarray, labels: dict[str, str]) -> None:
+        """The kinds of ``nodes`` (local indices) from the labels a store call reported."""
+        for i in nodes.tolist():
+            label = labels.get(self.ids[i])
+            if label:
+                self.kind[i] = _KINDS.get(label, UNKNOWN)
 
     def count_degrees(
         self, store: GraphStore, group: str, nodes: np.ndarray, paths: Paths, types: list[str], cache: dict[str, tuple[float, str]]
@@ -308,37 +329,36 @@ class _Walk:
                 todo.append(i)
             else:
                 self.deg[i], label = hit
-                self.labels[i] = label or self.labels[i]
+                if label:
+                    self.kind[i] = _KINDS.get(label, UNKNOWN)
                 self.cached += 1
         if todo:
             asked = [self.ids[i] for i in todo]
             nc = store.neighbour_counts(group, asked, types, other_labels=WALK_LABELS)
             self.queries += 1
             found = degrees(nc, paths)
+            self.learn(np.asarray(todo, dtype=np.int64), nc.labels)
             for i, x in zip(todo, asked, strict=True):
-                label = nc.labels.get(x) or ""
-                if label:
-                    self.labels[i] = label
                 self.deg[i] = found.get(x, 0.0)
-                cache[x] = (self.deg[i], label)
+                cache[x] = (self.deg[i], nc.labels.get(x) or "")
         self.counted[nodes] = True
 
     def load(self, store: GraphStore, group: str, nodes: np.ndarray, paths: Paths, types: list[str]) -> None:
         """Read the edges of ``nodes`` (local indices, degrees counted): the round's whole
         frontier in one store call (one statement on Neo4j up to its frontier batch)."""
-        asked = [self.ids[int(i)] for i in nodes]
+        asked = [self.ids[i] for i in nodes.tolist()]
         nb = store.neighbours(group, asked, types, other_labels=WALK_LABELS)
         self.queries += 1
         self.rows += len(nb)
-        for x in asked:
-            label = nb.labels.get(x)
-            if label is not None:
-                self.labels[self.index[x]] = label
-        w = row_weights(nb, paths)
+        self.learn(nodes, nb.labels)
+        n = len(nb)
+        src = np.fromiter(map(self.index.__getitem__, nb.node), dtype=np.int64, count=n)  # asked: all known
+        other_kind = _kinds(nb.other_label)
+        w = _weights(_type_codes(nb.type), self.kind[src], other_kind, paths)
         keep = np.flatnonzero(w > 0)
-        src = self.touch([nb.node[k] for k in keep])
-        dst = self.touch([nb.other[k] for k in keep], [nb.other_label[k] for k in keep])
-        w = w[keep]
+        others = nb.other if len(keep) == n else np.asarray(nb.other, dtype=object)[keep].tolist()
+        dst = self.touch(others, other_kind[keep])
+        src, w = src[keep], w[keep]
         # a node's rows need not come together from the store: group them by node
         order = np.argsort(src, kind="stable")
         src, dst, w = src[order], dst[order], w[order]
@@ -354,19 +374,37 @@ class _Walk:
         self.known[: len(self.ids)] += np.bincount(dst, weights=w, minlength=len(self.ids))
         self.read[nodes] = True
 
-    def ranked_floor(self, k: int) -> float:
-        """The smaller of the ``k``-th best entity's and the ``k``-th best chunk's current
-        estimate (unnormalised; the best one's where fewer than ``k`` have any): the
-        smallest score the route ranks."""
+    def certificate(self, k: int, d: float) -> float:
+        """How far the ranking may be from the exact one, as a share of the smallest score
+        ranked (the ``k``-th best entity's or chunk's estimate; see the module docstring):
+        the largest of (a) a ranked node's error bound, and (b) how far any node outside
+        the ranking may rise above that smallest score. 0 when nothing is ranked."""
         n = len(self.ids)
-        est = self.q[:n] + self.r[:n]
-        floors = []
-        for label in (ENTITY, CHUNK):
-            kind = np.fromiter((lb == label for lb in self.labels), dtype=bool, count=n)
-            top = largest(est, np.flatnonzero(kind & (est > 0)), k)
-            if len(top):
-                floors.append(float(est[top].min()))
-        return min(floors) if floors else 0.0
+        r = self.r[:n]
+        est = self.q[:n] + r
+        l1 = d * float(r.sum()) / (1.0 - d)  # the error's whole mass (unnormalised, as est)
+        counted = self.counted[:n]
+        lower = np.where(counted, self.deg[:n], self.known[:n])  # <= each touched node's degree
+        has = lower > 0
+        rho = float((r[has] / lower[has]).max()) if has.any() else 0.0  # r <= rho x degree everywhere
+        err = np.where(counted, np.minimum(l1, d * rho * self.deg[:n] / (1.0 - d)), l1)
+        kind = self.kind[:n]
+        worst, smallest = 0.0, np.inf
+        for wanted in (ENT_KIND, CHUNK_KIND):
+            top = largest(est, np.flatnonzero((kind == wanted) & (est > 0)), k)
+            if not len(top):
+                continue
+            floor = float(est[top].min())
+            smallest = min(smallest, floor)
+            worst = max(worst, float(err[top].max()) / floor)
+            outside = ((kind == wanted) | (kind == UNKNOWN)) & (est > 0)
+            outside[top] = False
+            if outside.any():
+                worst = max(worst, float((est[outside] + err[outside]).max()) / floor - 1.0)
+        if not np.isfinite(smallest):
+            return 0.0
+        # a node the walk never reached has no estimate and scores at most the error's mass
+        return max(worst, l1 / smallest - 1.0)
 
     def push_eps(self, nodes: np.ndarray | slice, eps: float) -> np.ndarray:
         """The eps each of ``nodes`` is pushed down to: ``DRAIN x eps`` for a read node (its
@@ -416,8 +454,8 @@ def push_pagerank(
     store a frontier at a time (see the module docstring for the bound it certifies).
 
     With ``tolerance``, the push goes on at a third of ``eps`` at a time (down to
-    ``min_eps``) until its L1 error bound is at most ``tolerance`` of the smaller of the
-    ``top_k``-th best entity's and chunk's scores."""
+    ``min_eps``) until its ranking is certified within ``tolerance`` of the smaller of the
+    ``top_k``-th best entity's and chunk's scores (:meth:`_Walk.certificate`)."""
     walk = _Walk()
     weights = np.asarray(seed_weights, dtype=np.float64)
     total = float(weights.sum())
@@ -438,7 +476,7 @@ def push_pagerank(
         # the part of the graph already read is solved nearly exactly; only new nodes wait for eps
         cand = np.flatnonzero((r > 0) & (r >= walk.push_eps(slice(0, n), eps) * bound))
         if not len(cand):
-            if tolerance is None or eps <= min_eps or d * float(r.sum()) / (1.0 - d) <= tolerance * walk.ranked_floor(top_k):
+            if tolerance is None or eps <= min_eps or walk.certificate(top_k, d) <= tolerance:
                 break
             eps = max(eps / 3.0, min_eps)
             continue
@@ -469,6 +507,7 @@ def push_pagerank(
     z = s_iso + (1.0 - s_iso) / (1.0 - d)
     scores = (q + r) / z
     residual = float(r.sum())
+    ranked_error = walk.certificate(top_k, d)
     return LocalPPR(
         ids=walk.ids,
         labels=walk.labels,
@@ -487,6 +526,8 @@ def push_pagerank(
         nodes_pushed=int(pushed.sum()),
         rows_pushed=int(walk.count[: len(pushed)][pushed].sum()),
         eps=eps,
+        ranked_error=ranked_error,
+        certified=tolerance is None or ranked_error <= tolerance,
     )
 
 
@@ -526,6 +567,8 @@ def run_push(stage: PPR, state: QueryState, ctx: StageContext, seed_ids: Sequenc
             "solver": "push",
             "engine": f"forward push, reads from the {getattr(store, 'backend', '') or 'store'} store",
             "converged": True,
+            "certified": res.certified,
+            "ranked_error": round(res.ranked_error, 6),
             "eps": res.eps,
             "error_bound": res.error_bound,
             "l1_error_bound": round(res.l1_error_bound, 8),

@@ -718,8 +718,7 @@ class EmbeddedStore(GraphStore):
                     f"(PARTITION BY node ORDER BY doc) AS k FROM ({sql}) WHERE doc IS NOT NULL) WHERE k <= ?"
                 )
                 args = (*args, first_docs)
-            for node, edge_type, other, label, doc in conn.execute(sql, args):
-                out.add(node, edge_type, other, label, doc)
+            out.add_rows(conn.execute(sql, args).fetchall())
         return out
 
     def neighbour_counts(
