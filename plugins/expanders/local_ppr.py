@@ -135,7 +135,7 @@ _CODES = {
     EdgeType.IN_SECTION.value: 6, EdgeType.OWN_PAGE.value: 7,
 }
 # a node's kind: 1 + its label's place in WALK_LABELS, 0 while not known
-_KINDS = {label: k + 1 for k, label in enumerate(WALK_LABELS)}
+_KINDS: dict[str | None, int] = {label: k + 1 for k, label in enumerate(WALK_LABELS)}
 UNKNOWN, ENT_KIND, CHUNK_KIND = 0, _KINDS[ENTITY], _KINDS[CHUNK]
 
 
