@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal, NamedTuple, TypeVar
 
 import numpy as np
-from graphroute.core.api.models import Edge, Node
+from graphroute.core.api.models import Edge, Label, Node
 from graphroute.core.api.neighbourhood import (
     NeighbourCounts,
     Neighbourhood,
@@ -433,10 +433,11 @@ class GraphStore(ABC):
         The default counts :meth:`neighbours`; a backend counts in its query."""
         return counts_of(self.neighbours(group, ids, types, other_labels=other_labels))
 
-    def search_text(self, group: str, query: str, k: int) -> list[tuple[str, float]] | None:
-        """The group's TextChunks best matching ``query`` by the backend's full-text index
-        (BM25 as it scores it), at most ``k``, best first; None when the backend keeps no
-        text index (the embedded store), and a caller ranks in the client."""
+    def search_text(self, group: str, query: str, k: int, *, label: str = Label.CHUNK) -> list[tuple[str, float]] | None:
+        """The group's nodes of ``label`` (TextChunks, or Sentences) best matching ``query``
+        by the backend's full-text index (BM25 as it scores it), at most ``k``, best first;
+        None when the backend keeps no text index of that label for the group (the embedded
+        store), and a caller ranks in the client."""
         return None
 
     def count_nodes(self, group: str, label: str) -> int:

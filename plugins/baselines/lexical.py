@@ -163,22 +163,24 @@ class LexicalHits:
 def lexical_hits(
     store: GraphStore, group: str, question: str, top_k: int, *, engine: str = "auto",
     include_title: bool = True, k1: float = 1.5, b: float = 0.75, min_lead: float = 1.0, lead_rank: int = 5,
+    label: Label = Label.CHUNK,
 ) -> LexicalHits:
-    """The question's best ``top_k`` chunks by BM25: with ``engine`` auto, the store's own
-    full-text index where it keeps one (:meth:`GraphStore.search_text`; nothing of the group
-    is held in the client), else bm25s over an index of the group's chunks built in the
-    client (titles included with ``include_title``; ``k1`` and ``b`` are bm25s'). What the
-    bm25 stage and ``passage_seeds`` (``source: bm25``) rank by.
+    """The question's best ``top_k`` chunks (or sentences, by ``label``) by BM25: with
+    ``engine`` auto, the store's own full-text index where it keeps one for the group
+    (:meth:`GraphStore.search_text`; nothing of the group is held in the client), else bm25s
+    over an index of the group's chunks (or sentences) built in the client (titles included
+    with ``include_title``; ``k1`` and ``b`` are bm25s'). What the bm25 stage and
+    ``passage_seeds`` (``source: bm25``) rank by.
 
     ``min_lead`` above 1: no hits (``withheld``) unless the best hit scores at least
     ``min_lead`` times the hit at ``lead_rank`` (:func:`lead`)."""
     gated = min_lead > 1.0
     asked = max(top_k, lead_rank) if gated else top_k
-    found = store.search_text(group, question, asked) if engine == "auto" else None
+    found = store.search_text(group, question, asked, label=label) if engine == "auto" else None
     if found is not None:
         out = LexicalHits(found, None, "store full-text index")
     else:
-        index = lexical_index(store, group, include_title=include_title, k1=k1, b=b)
+        index = lexical_index(store, group, include_title=include_title, k1=k1, b=b, label=label)
         ranked = ranked_scores(index, question, asked)
         out = LexicalHits([(index.chunks[i].id, score) for i, score in ranked], [index.chunks[i] for i, _ in ranked],
                           "bm25s in the client", index)
@@ -211,14 +213,14 @@ class BM25Search(Stage):
             "chunk",
             description="chunk: passages (the baseline); sentence: single sentences, each returned as an "
             "anchor with its paragraph and neighbours, like `vector_anchors` - the lexical half of a sentence "
-            "route (names, codes and rare words a sentence vector misses). Sentences are always ranked by "
-            "bm25s in the client.",
+            "route (names, codes and rare words a sentence vector misses). Ranked as `engine` says, like chunks "
+            "(Neo4j: a full-text index of the sentences, apart from the chunks').",
         )
         engine: Literal["auto", "client"] = Field(
             "auto",
             description="auto: the store's own full-text index where it keeps one (Neo4j: Lucene's English "
             "analyzer and BM25, always with the title; k1 and b are the index's), else bm25s in the client; "
-            "client: always bm25s over an index of the group's chunks built in the client.",
+            "client: always bm25s over an index of the group's chunks (or sentences) built in the client.",
         )
         min_lead: float = Field(
             1.0, ge=1.0, le=100.0,
@@ -254,12 +256,14 @@ class BM25Search(Stage):
         ``include_title``), as anchors carrying the skeleton metadata of their node."""
         p = self.params
         store = ctx.services.store
-        index = lexical_index(store, ctx.group, include_title=p.include_title, k1=p.k1, b=p.b, label=Label.SENTENCE)
-        ranked = [(index.chunks[i].id, score) for i, score in ranked_scores(index, state.question, p.top_k)]
-        nodes = {n.id: n for n in store.get_nodes(ctx.group, [i for i, _ in ranked])}
-        hits = [sentence_evidence(nodes[i], s, source=self.name, role=ROLE_ANCHOR) for i, s in ranked if i in nodes]
+        found = lexical_hits(store, ctx.group, state.question, p.top_k, engine=p.engine, include_title=p.include_title,
+                             k1=p.k1, b=p.b, label=Label.SENTENCE)
+        nodes = {n.id: n for n in store.get_nodes(ctx.group, [i for i, _ in found.hits])}
+        hits = [sentence_evidence(nodes[i], s, source=self.name, role=ROLE_ANCHOR) for i, s in found.hits if i in nodes]
         self._add(state, hits)
-        ctx.stats.update({"engine": "bm25s in the client", "indexed_sentences": len(index.chunks), "hits": len(hits)})
+        if found.index is not None:
+            ctx.stats["indexed_sentences"] = len(found.index.chunks)
+        ctx.stats.update({"engine": found.engine, "hits": len(hits)})
 
     def _evidence(self, c: _ChunkRecord, score: float) -> Evidence:
         return Evidence(

@@ -48,7 +48,7 @@ from urllib.parse import unquote
 import numpy as np
 from graphroute.core.api.components import ComponentParams, StoreBackend
 from graphroute.core.api.constants import NEO4J_DEV_PASSWORD
-from graphroute.core.api.models import Edge, EdgeType, Node
+from graphroute.core.api.models import Edge, EdgeType, Label, Node
 from graphroute.core.api.neighbourhood import NeighbourCounts, Neighbourhood
 from graphroute.core.api.store import (
     Direction,
@@ -87,12 +87,20 @@ _FRONTIER_BATCH = 10_000
 # same whether the statement MERGEs or CREATEs them.
 _NODE_SET = (
     "SET n.label = row.label, n.doc_id = row.doc_id, n.props = row.props, n.p_text = row.text, "
+    "n.p_sentence = row.sentence, "
     + ", ".join(f"n.p_{p} = row.{p}" for p in INDEXED_PROPS)
     + " SET n += row.vec"
 )
 # Nodes whose text (after their document's title, as the bm25 baseline indexes it) goes into
-# ``p_text`` and the full-text index ``gr_text``: what search_text ranks, inside the server.
-TEXT_LABELS: frozenset[str] = frozenset({"TextChunk"})
+# a full-text index, by label: the row column and property that hold it, and the index. What
+# search_text ranks, inside the server. Sentences have an index of their own, so a chunk's
+# BM25 statistics (document frequencies, mean length) stay those of the chunks alone.
+TEXT_INDEXES: dict[str, tuple[str, str]] = {"TextChunk": ("text", "gr_text"), "Sentence": ("sentence", "gr_sentence_text")}
+# GRMeta flag: every Sentence of the group was written with its text indexed (set when the
+# group's meta node is made, and when the group is emptied); a group written before the
+# sentence index existed lacks it, and its sentences are ranked in the client instead.
+SENTENCE_TEXT_FLAG = "sentence_text"
+_META_MERGE = f"MERGE (m:GRMeta {{group: $g}}) ON CREATE SET m.{SENTENCE_TEXT_FLAG} = true"  # wherever it may be made
 _LUCENE_TERM = re.compile(r"\w+", re.UNICODE)
 _EDGE_SET = "SET r.group = $g, r.doc_id = row.doc_id, r.props = row.props"
 SCHEMA_ATTEMPTS = 5  # tries of one schema statement on a transient error (deadlock between two new stores)
@@ -111,8 +119,11 @@ _SCHEMA = (
         for p in INDEXED_PROPS
     ),
     # Lucene's English analyzer (lower case, stop words, Porter stemming), BM25 scores
-    "CREATE FULLTEXT INDEX gr_text IF NOT EXISTS FOR (n:GRNode) ON EACH [n.p_text] "
-    "OPTIONS {indexConfig: {`fulltext.analyzer`: 'english'}}",
+    *(
+        f"CREATE FULLTEXT INDEX {index} IF NOT EXISTS FOR (n:GRNode) ON EACH [n.p_{column}] "
+        "OPTIONS {indexConfig: {`fulltext.analyzer`: 'english'}}"
+        for column, index in TEXT_INDEXES.values()
+    ),
 )
 
 
@@ -350,7 +361,7 @@ class Neo4jStore(GraphStore):
         meta node alone; the driver retries after ~1 s), which ``write_batches`` avoids by
         writing its first batch alone."""
         tx.run(
-            "MERGE (m:GRMeta {group: $g}) SET m.version = coalesce(m.version, 0) "
+            f"{_META_MERGE} SET m.version = coalesce(m.version, 0) "
             "WITH m MERGE (c:GRCounter {id: 0}) SET c.value = coalesce(c.value, 0) + 1 "
             "SET m.version = c.value",
             g=group,
@@ -486,9 +497,13 @@ class Neo4jStore(GraphStore):
             for p in INDEXED_PROPS:
                 v = n.props.get(p)
                 row[p] = v if is_scalar(v) else None
-            text = n.props.get("text") if str(n.label) in TEXT_LABELS else None
+            text = n.props.get("text")
             title = n.props.get("document") or n.props.get("title")
-            row["text"] = (f"{title}\n{text}" if title else str(text)) if isinstance(text, str) and text.strip() else None
+            indexed = str(n.label) in TEXT_INDEXES and isinstance(text, str) and bool(text.strip())
+            for column, _ in TEXT_INDEXES.values():
+                row[column] = None
+            if indexed:
+                row[TEXT_INDEXES[str(n.label)][0]] = f"{title}\n{text}" if title else str(text)
             node_rows.append(row)
         edge_rows: dict[str, list[dict[str, Any]]] = {}
         for e in edges:
@@ -626,7 +641,7 @@ class Neo4jStore(GraphStore):
         rec = tx.run("MATCH (m:GRMeta {group: $g}) RETURN m[$key] AS d", g=group, key=key).single()
         if rec is not None and rec["d"] is not None and int(rec["d"]) == dim:
             return
-        rec = tx.run("MERGE (m:GRMeta {group: $g}) RETURN m[$key] AS d", g=group, key=key).single()
+        rec = tx.run(f"{_META_MERGE} RETURN m[$key] AS d", g=group, key=key).single()
         old = rec["d"] if rec else None
         if old is not None and int(old) != dim:
             left = tx.run(
@@ -702,7 +717,7 @@ class Neo4jStore(GraphStore):
             tx.run("MATCH (e:GRMetaEntry {group: $g}) DELETE e", g=group).consume()
             tx.run(
                 "MATCH (m:GRMeta {group: $g}) WITH m, [k IN keys(m) WHERE k STARTS WITH 'dim_'] AS ks "
-                "FOREACH (k IN ks | SET m[k] = null)",
+                f"FOREACH (k IN ks | SET m[k] = null) SET m.{SENTENCE_TEXT_FLAG} = true",
                 g=group,
             ).consume()
             self._bump(tx, group)
@@ -931,9 +946,16 @@ class Neo4jStore(GraphStore):
         )
         return int(rows[0]["c"]) if rows else 0
 
-    def search_text(self, group: str, query: str, k: int) -> list[tuple[str, float]] | None:
-        # The index holds every group's chunks: ask for more hits than k and keep the
-        # group's, more again while the group's are crowded out (as vector_search does).
+    def search_text(self, group: str, query: str, k: int, *, label: str = Label.CHUNK) -> list[tuple[str, float]] | None:
+        # The index holds every group's chunks (or sentences): ask for more hits than k and
+        # keep the group's, more again while the group's are crowded out (as vector_search does).
+        if str(label) not in TEXT_INDEXES:
+            return None
+        index = TEXT_INDEXES[str(label)][1]
+        if str(label) == Label.SENTENCE:
+            flag = self._query("text index", f"MATCH (m:GRMeta {{group: $g}}) RETURN m.{SENTENCE_TEXT_FLAG} AS f", g=group)
+            if not flag or not flag[0]["f"]:
+                return None  # sentences written before their index existed: not all are in it
         terms = _LUCENE_TERM.findall(query)
         if k <= 0 or not terms:
             return []
@@ -942,7 +964,7 @@ class Neo4jStore(GraphStore):
         while True:
             rows = self._query(
                 "full-text search",
-                "CALL db.index.fulltext.queryNodes('gr_text', $q, {limit: $fetch}) YIELD node, score "
+                f"CALL db.index.fulltext.queryNodes('{index}', $q, {{limit: $fetch}}) YIELD node, score "
                 "WITH collect(CASE WHEN node.group = $g THEN [node.id, score] END) AS mine, count(*) AS seen "
                 "RETURN mine, seen",
                 q=lucene,

@@ -70,3 +70,35 @@ def test_passage_seeds_from_bm25_rank_as_the_bm25_stage(
     seeded = set(state.seed_arrays[0].node_ids)
     assert seeded == {"c001", "c005", "c009"}
     assert bool(built) == (store.backend == "embedded")  # a client-side index only without a text index
+
+
+def test_sentences_rank_in_their_own_index_and_a_group_written_before_it_falls_back(store: GraphStore, make_group: object) -> None:
+    """bm25 ``unit: sentence``: Neo4j ranks the group's sentences in a full-text index of
+    their own (chunks' searches never see them); on a group whose sentences were written
+    before that index existed it ranks them in the client, as the embedded store does."""
+    group = make_group()  # type: ignore[operator]
+    store.write(group, chunks(group, 8))
+    question = "Which glaciers carved fjords?"
+    hits = store.search_text(group, question, 3, label=Label.SENTENCE)
+    assert store.search_text(group, question, 3, label=Label.DOCUMENT) is None  # no index of documents
+    if store.backend == "embedded":
+        assert hits is None
+    else:
+        assert hits is not None and {h for h, _ in hits} <= {f"c{i:03d}/s" for i in range(8)} and len(hits) == 3
+        assert not any(h.endswith("/s") for h, _ in store.search_text(group, question, 20) or [])
+    state = QueryState(question, group)
+    ctx = StageContext(services=Services(store, group), stage_id="bm25")
+    BM25Search(BM25Search.Params(top_k=3, unit="sentence")).run(state, ctx)
+    assert len(state.evidence) == 3 and all(e.id.endswith("/s") and e.kind == "sentence" for e in state.evidence)
+    assert ctx.stats["engine"] == ("bm25s in the client" if store.backend == "embedded" else "store full-text index")
+    if store.backend == "neo4j":  # the group as a server before the sentence index left it
+        store._write_tx(  # type: ignore[attr-defined]
+            "test", lambda tx: tx.run("MATCH (m:GRMeta {group: $g}) REMOVE m.sentence_text", g=group).consume()
+        )
+        assert store.search_text(group, question, 3, label=Label.SENTENCE) is None
+        state, ctx = QueryState(question, group), StageContext(services=Services(store, group), stage_id="bm25")
+        BM25Search(BM25Search.Params(top_k=3, unit="sentence")).run(state, ctx)
+        assert ctx.stats["engine"] == "bm25s in the client" and len(state.evidence) == 3
+        store.delete_group(group)  # an emptied group's next sentences are all indexed again
+        store.write(group, chunks(group, 4))
+        assert store.search_text(group, question, 3, label=Label.SENTENCE)
