@@ -242,6 +242,11 @@ class IndexStep(Component, ABC):
     documents were (re)written in this run so a step can work incrementally.
     """
 
+    # Raised when what the step writes changes so that a layer built before must be rebuilt
+    # (new edges the queries read): a group whose steps ran at a lower version runs them
+    # again, on every document, at its next index run.
+    layer_version: ClassVar[int] = 1
+
     @abstractmethod
     def run(self, ctx: IndexContext) -> dict[str, Any]:
         """Do the work; return statistics printed by ``graphroute index`` and stored."""

@@ -231,7 +231,7 @@ class Indexer:
         model_id = self.embedder().model_id  # the runtime too: its vectors differ (EMBEDDER_MODEL_META)
         parse_fp = fingerprint([profile_json["segmenter"], profile_json["embedder"], profile_json["parse"], model_id]
                                + ([profile_json["loaders"]] if self.profile.loaders else []))
-        steps_fp = fingerprint(profile_json["steps"])
+        steps_fp = fingerprint(self._steps_key(profile_json["steps"]))
         old_fp = self.store.get_meta(self.group, FINGERPRINT_META) or {}
         reparse_all = bool(old_fp) and old_fp.get("parse") != parse_fp
         # Written with the first document write of a run and cleared by its last write: a
@@ -493,6 +493,18 @@ class Indexer:
                 spaces[VectorSpace.CHUNK.value] = (list(sk.chunk_ids), np.asarray(cv, dtype=np.float32))
             out[sk.doc_id] = spaces
         return out
+
+    def _steps_key(self, steps: Any) -> Any:
+        """What the steps' fingerprint covers: the profile's steps, and the layer version of
+        each step past its first (``IndexStep.layer_version``; a profile of first versions
+        keeps the fingerprint it always had)."""
+        versions = {}
+        for spec in self.profile.steps:
+            if spec.use in self.registry.index_steps:
+                version = self.registry.index_steps.get(spec.use).layer_version
+                if version > 1:
+                    versions[spec.use] = version
+        return [steps, versions] if versions else steps
 
     def _run_steps(self, changed: set[str], removed: set[str], report: IndexReport) -> dict[str, Any]:
         ctx = IndexContext(

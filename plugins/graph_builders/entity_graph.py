@@ -676,6 +676,7 @@ class EntityGraphStep(IndexStep):
     """Entities, MENTIONS, RELATION / CO_OCCURS edges and entity-name vectors from chunks."""
 
     name = "entity_graph"
+    layer_version = 2  # 2: OWN_PAGE edges
 
     class Params(ComponentParams):
         extractor: str = Field(
@@ -710,8 +711,6 @@ class EntityGraphStep(IndexStep):
         token = _config_key("entity_graph", p.model_dump())
         meta = _step_meta(ctx.store, ctx.group, self.name)
         if not ctx.dirty and meta.get("config") == token and meta.get("complete"):
-            if ctx.store.get_meta(ctx.group, OWN_PAGES_META) is None:
-                self._add_own_pages(ctx)  # a layer built before OWN_PAGE edges existed
             return _unchanged(meta)
         t0 = time.perf_counter()
         store, group = ctx.store, ctx.group
@@ -768,19 +767,6 @@ class EntityGraphStep(IndexStep):
             {"token": build, "complete": True, "config": token, "stats": stats},
         )
         return stats  # downstream steps compare against `token` (this build), not `config`
-
-    @staticmethod
-    def _add_own_pages(ctx: IndexContext) -> None:
-        """Write the OWN_PAGE edges of an entity layer that was built without them (read from
-        the chunks' titles and the entities' ids, not rebuilt), so a query that walks them
-        from the store sees the same graph as one that reads the layer built today."""
-        store, group = ctx.store, ctx.group
-        titles = document_titles(store, group)
-        entities = {n.id for n in store.iter_nodes(group, Label.ENTITY)}
-        chunks = ((n.id, n.doc_id or "", chunk_title(n, titles)) for n in store.iter_nodes(group, Label.CHUNK))
-        pages = own_page_edges(group, chunks, entities)
-        _write_edges(store, group, pages, "own-page edges")
-        store.set_meta(group, OWN_PAGES_META, {"edges": len(pages)})
 
     def _extract(
         self, ctx: IndexContext, extractor: Extractor, chunks: Sequence[ChunkInput]

@@ -879,8 +879,7 @@ class Neo4jStore(GraphStore):
         for r in self._around("neighbours", group, ids, types, other_labels, expand, first=first_docs):
             node = r["id"]
             out.labels[node] = r["label"]
-            for t, b, lb, d in r["rows"]:
-                out.add(node, t, b, lb, d)
+            out.add_rows([(node, t, b, lb, d) for t, b, lb, d in r["rows"]])
         return out
 
     def neighbour_counts(

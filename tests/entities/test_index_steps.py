@@ -12,14 +12,16 @@ from typing import Any
 
 import pytest
 from graphroute.core.api.components import IndexContext
+from graphroute.core.api.constants import FINGERPRINT_META
 from graphroute.core.api.models import EdgeType, Label
 from graphroute.core.api.store import GraphStore
 from graphroute.core.config.index_profile import IndexProfile
 from graphroute.core.config.settings import Settings
+from graphroute.core.index.files import fingerprint
 from graphroute.core.index.pipeline import Indexer
 from graphroute.core.lib.entities import OWN_PAGES_META
 from graphroute.core.registry import get_registry
-from graphroute.plugins.graph_builders.entity_graph import EntityGraphStep, EntityKnnStep
+from graphroute.plugins.graph_builders.entity_graph import EntityKnnStep
 from graphroute.plugins.stores.embedded import EmbeddedStore
 
 from tests.conformance.conftest import open_backend
@@ -280,31 +282,37 @@ def test_steps_skip_work_when_nothing_changed(
     )
 
 
-def test_own_pages_are_written_and_added_to_a_layer_built_without_them(
+def test_own_pages_are_written_and_a_layer_built_without_them_is_rebuilt(
     two_groups: tuple[GraphStore, dict[str, dict], dict[str, str]], tmp_path: Path
 ) -> None:
     """The document titled 'paris' is the entity Paris's own page: its chunks get OWN_PAGE
-    edges to it (no other document's title names an entity of group a). A layer built before
-    those edges existed (no marker) gets them from the next index run, without a rebuild."""
-    store, reports, names = two_groups
-    a = names["a"]
-    docs = {n.id: n.props.get("title") for n in store.iter_nodes(a, Label.DOCUMENT)}
-    pages = sorted((e.src, e.dst) for e in store.iter_edges(a, [EdgeType.OWN_PAGE]))
-    paris_chunks = sorted(n.id for n in store.iter_nodes(a, Label.CHUNK) if docs.get(n.doc_id or "") == "paris")
-    assert paris_chunks and pages == [(c, "ent:paris") for c in paris_chunks]
-    assert reports["a"]["steps"]["entity_graph"]["own_page_edges"] == len(pages)
-    assert store.get_meta(a, OWN_PAGES_META) == {"edges": len(pages)}
-    # an index of before: no OWN_PAGE edges, no marker
-    store.delete_derived(a, edge_types=[EdgeType.OWN_PAGE])
-    store.set_meta(a, OWN_PAGES_META, None)
-    ix = Indexer(store, a, registry=get_registry(), settings=Settings(cache_dir=tmp_path), profile=profile("spacy"))
-    ctx = IndexContext(store=store, group=a, registry=get_registry(), embedder=ix.embedder(), profile=ix.profile,
-                       settings=ix.settings)
-    step = ix.profile.steps[0]
-    out = EntityGraphStep(EntityGraphStep.Params(**step.with_)).run(ctx)
-    assert out["rebuilt"] is False
-    assert sorted((e.src, e.dst) for e in store.iter_edges(a, [EdgeType.OWN_PAGE])) == pages
-    assert store.get_meta(a, OWN_PAGES_META) == {"edges": len(pages)}
+    edges to it (no other document's title names an entity of the group). A group whose
+    entity layer was built before those edges existed (steps fingerprinted without the
+    step's layer version, no edges, no marker) gets them from its next index run, though no
+    document changed."""
+    store = two_groups[0]
+    group = f"ent-own-{uuid.uuid4().hex[:8]}"
+    folder = write_docs(tmp_path / "docs", GROUP_A)
+    try:
+        first = index(store, group, folder, profile("spacy"), tmp_path / "cache")
+        docs = {n.id: n.props.get("title") for n in store.iter_nodes(group, Label.DOCUMENT)}
+        pages = sorted((e.src, e.dst) for e in store.iter_edges(group, [EdgeType.OWN_PAGE]))
+        paris = sorted(n.id for n in store.iter_nodes(group, Label.CHUNK) if docs.get(n.doc_id or "") == "paris")
+        assert paris and pages == [(c, "ent:paris") for c in paris]
+        assert first["steps"]["entity_graph"]["own_page_edges"] == len(pages)
+        assert store.get_meta(group, OWN_PAGES_META) == {"edges": len(pages)}
+        # the group as an older graphroute left it
+        store.delete_derived(group, edge_types=[EdgeType.OWN_PAGE])
+        store.set_meta(group, OWN_PAGES_META, None)
+        prof = profile("spacy").model_dump(by_alias=True, mode="json")["steps"]
+        store.set_meta(group, FINGERPRINT_META, {**store.get_meta(group, FINGERPRINT_META), "steps": fingerprint(prof)})
+        again = index(store, group, folder, profile("spacy"), tmp_path / "cache")
+        assert again["indexed"] == 0 and again["steps"]["entity_graph"]["rebuilt"] is True
+        assert sorted((e.src, e.dst) for e in store.iter_edges(group, [EdgeType.OWN_PAGE])) == pages
+        assert store.get_meta(group, OWN_PAGES_META) == {"edges": len(pages)}
+        assert index(store, group, folder, profile("spacy"), tmp_path / "cache")["steps"] == {}  # nothing left to do
+    finally:
+        store.delete_group(group)
 
 
 @pytest.mark.skipif(not OPENIE.is_file(), reason="musique dataset not present")
