@@ -55,7 +55,8 @@ def compare_ppr_stage(base: type, rows: list[dict[str, Any]], *, eps: float, k: 
                 out[f"{name}_ms"] = (time.perf_counter() - t) * 1000.0
                 ranked[name] = ([e.id for e in probe.entities], _top_chunks(probe, k))
                 if name == "push":
-                    for key in ("nodes_touched", "nodes_read", "rows_read", "rounds", "queries", "eps", "error_bound", "l1_error_bound"):
+                    for key in ("nodes_touched", "nodes_read", "rows_read", "rounds", "queries", "eps", "error_bound",
+                                "l1_error_bound", "ranked_error", "certified"):
                         out[key] = pctx.stats.get(key)
             (ex_e, ex_c), (pu_e, pu_c) = ranked["exact"], ranked["push"]
             out["entity_overlap"] = len(set(ex_e) & set(pu_e)) / len(ex_e) if ex_e else None
@@ -112,6 +113,8 @@ def ppr_equivalence(
             "entity_overlap_min": min((v for v in col("entity_overlap") if v is not None), default=None),
             "chunk_overlap_mean": _mean(col("chunk_overlap")),
             "same_entity_order": sum(bool(v) for v in col("same_entity_order")),
+            "certified": sum(bool(v) for v in col("certified")),
+            "ranked_error_max": max((v for v in col("ranked_error") if v is not None), default=None),
             "nodes_touched_p50": statistics.median(col("nodes_touched")) if rows else None,
             "eps_p50": statistics.median(col("eps")) if rows else None,
             "rows_read_p50": statistics.median(col("rows_read")) if rows else None,
