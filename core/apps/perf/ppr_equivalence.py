@@ -90,6 +90,13 @@ def _mean(values: Sequence[float | None]) -> float | None:
     return round(statistics.fmean(real), 4) if real else None
 
 
+def _median(values: Sequence[float | None]) -> float | None:
+    """The median of the values a question has (a question whose ppr stage had no seeds to
+    rank from has no push figures)."""
+    real = [float(v) for v in values if v is not None]
+    return statistics.median(real) if real else None
+
+
 def ppr_equivalence(
     gr: Any, routes: Sequence[str], questions: Sequence[str], *, eps: float, k: int = 10, tolerance: float | None = -1.0
 ) -> dict[str, Any]:
@@ -115,13 +122,13 @@ def ppr_equivalence(
             "same_entity_order": sum(bool(v) for v in col("same_entity_order")),
             "certified": sum(bool(v) for v in col("certified")),
             "ranked_error_max": max((v for v in col("ranked_error") if v is not None), default=None),
-            "nodes_touched_p50": statistics.median(col("nodes_touched")) if rows else None,
-            "eps_p50": statistics.median(col("eps")) if rows else None,
-            "rows_read_p50": statistics.median(col("rows_read")) if rows else None,
-            "rounds_p50": statistics.median(col("rounds")) if rows else None,
-            "queries_p50": statistics.median(col("queries")) if rows else None,  # store round trips
-            "exact_ms_p50": round(statistics.median(col("exact_ms")), 2) if rows else None,
-            "push_ms_p50": round(statistics.median(col("push_ms")), 2) if rows else None,
+            "nodes_touched_p50": _median(col("nodes_touched")),
+            "eps_p50": _median(col("eps")),
+            "rows_read_p50": _median(col("rows_read")),
+            "rounds_p50": _median(col("rounds")),
+            "queries_p50": _median(col("queries")),  # store round trips
+            "exact_ms_p50": _median(col("exact_ms")),
+            "push_ms_p50": _median(col("push_ms")),
             "per_question": rows,
         }
     return out
