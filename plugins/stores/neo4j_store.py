@@ -10,8 +10,8 @@ Model (everything carries ``group``; no query ever matches without it):
 * Relationships of the edge's real type, ``{group, doc_id, props}``; identified by
   ``(src, type, dst)`` like the embedded store (``MERGE``), never dangling (both endpoints
   are ``MATCH``-ed first). The batches of new documents that ``write_batches`` keeps in
-  flight ``CREATE`` their nodes and the edges between them instead (nothing of theirs
-  exists yet), and fall back to ``MERGE`` when a node does. A relationship type is the one
+  flight ``CREATE`` their nodes and every edge that touches one of them instead (nothing
+  of theirs exists yet), and fall back to ``MERGE`` when a node does. A relationship type is the one
   thing spliced into write queries (Cypher's dynamic ``$(type)`` makes MERGE scan every relationship): only names from the
   allow-list (EdgeType plus the ``extra_edge_types`` setting, each ``[A-Z][A-Z0-9_]*``).
   Values - ids, titles, group names, text - are always parameters.
@@ -462,7 +462,7 @@ class Neo4jStore(GraphStore):
         sentences/s).
 
         The batch's documents are new (``write_batches``' contract), so its nodes are
-        ``CREATE``-d together with the edges between them in one statement
+        ``CREATE``-d together with every edge that touches them in one statement
         (:meth:`_create_new`); a batch that breaks the contract (a node already stored, an
         id twice) fails the unique constraint, rolls back, and is written again through
         ``MERGE``."""
@@ -591,41 +591,61 @@ class Neo4jStore(GraphStore):
     def _create_new(
         tx: ManagedTransaction, group: str, node_rows: list[dict[str, Any]], edge_rows: dict[str, list[dict[str, Any]]]
     ) -> dict[str, list[dict[str, Any]]]:
-        """``CREATE`` the nodes of new documents and every edge between two of them in one
-        statement, each edge's endpoints taken by position from the nodes it just made.
-        Returns the edges that leave the batch, by type, for the ``MERGE`` path (a new
-        mapping: the driver may run the transaction again, so ``edge_rows`` stays whole).
+        """``CREATE`` the nodes of new documents and every edge with an endpoint among them in
+        one statement: an edge between two of them takes both endpoints by position from the
+        nodes it just made, an edge between one of them and a stored node seeks the stored
+        one by id (no edge is made when it is not stored, as ``MERGE`` makes none). Returns
+        the edges between two stored nodes, by type, for the ``MERGE`` path (a new mapping:
+        the driver may run the transaction again, so ``edge_rows`` stays whole).
 
         Why: through ``MERGE`` each edge costs two unique-index seeks and a check of its
         endpoints' relationships, and each node a locking seek, for rows that cannot exist
-        yet (a document's skeleton edges are all inside it). 20,000 sentences, two writers,
-        on 2026.08: median 5,186 against 4,398 sentences/s, ~20% less server CPU. A repeated edge (same endpoints and type)
-        is created once with its last row's values, as ``MERGE`` then ``SET`` would leave
-        it. A node that exists already fails the unique constraint, and the caller falls
-        back to ``MERGE`` (:meth:`write_in_flight`)."""
+        yet: a node the statement creates has no edge before it (a document's skeleton edges
+        are all inside it; its mentions lead to stored entities). 20,000 sentences, two
+        writers, on 2026.08: median 5,186 against 4,398 sentences/s, ~20% less server CPU.
+        A repeated edge (same endpoints and type) is created once with its last row's values,
+        as ``MERGE`` then ``SET`` would leave it. A node that exists already fails the unique
+        constraint, and the caller falls back to ``MERGE`` (:meth:`write_in_flight`)."""
         pos = {row["id"]: i for i, row in enumerate(node_rows)}
+        # per type: edges keyed by their endpoints (a position, or a stored node's id)
         inner: dict[str, dict[tuple[int, int], dict[str, Any]]] = {}
+        outward: dict[str, dict[tuple[int, str], dict[str, Any]]] = {}
+        inward: dict[str, dict[tuple[str, int], dict[str, Any]]] = {}
         leaving: dict[str, list[dict[str, Any]]] = {}
         for etype, rows in edge_rows.items():
             for e in rows:
                 a, b = pos.get(e["src"]), pos.get(e["dst"])
-                if a is None or b is None:
-                    leaving.setdefault(etype, []).append(e)
+                values = {"doc_id": e["doc_id"], "props": e["props"]}
+                if a is not None and b is not None:
+                    inner.setdefault(etype, {})[(a, b)] = {"a": a, "b": b, **values}
+                elif a is not None:
+                    outward.setdefault(etype, {})[(a, e["dst"])] = {"a": a, "id": e["dst"], **values}
+                elif b is not None:
+                    inward.setdefault(etype, {})[(e["src"], b)] = {"b": b, "id": e["src"], **values}
                 else:
-                    inner.setdefault(etype, {})[(a, b)] = {"a": a, "b": b, "doc_id": e["doc_id"], "props": e["props"]}
-        types = sorted(inner)
-        # one unit subquery per type: a type cannot be a parameter of CREATE before Cypher 25
-        per_type = " ".join(
-            f"CALL (ns) {{ UNWIND $edges[{i}] AS row WITH ns[row.a] AS a, ns[row.b] AS b, row "
-            f"CREATE (a)-[r:`{t}`]->(b) {_EDGE_SET} }}"
-            for i, t in enumerate(types)
+                    leaving.setdefault(etype, []).append(e)
+        seek = "MATCH (x:GRNode {group: $g, id: row.id}) USING INDEX SEEK x:GRNode(group, id)"
+        shapes = (
+            (inner, "WITH ns[row.a] AS a, ns[row.b] AS b, row", "(a)-[r:`{t}`]->(b)"),
+            (outward, f"WITH ns[row.a] AS a, row {seek}", "(a)-[r:`{t}`]->(x)"),
+            (inward, f"WITH ns[row.b] AS b, row {seek}", "(x)-[r:`{t}`]->(b)"),
         )
+        # one unit subquery per type and shape: a type cannot be a parameter of CREATE before Cypher 25
+        parts: list[str] = []
+        params: list[list[dict[str, Any]]] = []
+        for by_type, match, pattern in shapes:
+            for t in sorted(by_type):
+                parts.append(
+                    f"CALL (ns) {{ UNWIND $edges[{len(params)}] AS row {match} "
+                    f"CREATE {pattern.format(t=t)} {_EDGE_SET} }}"
+                )
+                params.append(list(by_type[t].values()))
         tx.run(
             f"UNWIND $rows AS row CREATE (n:GRNode {{group: $g, id: row.id}}) {_NODE_SET}"
-            + (f" WITH collect(n) AS ns {per_type}" if types else ""),
+            + (f" WITH collect(n) AS ns {' '.join(parts)}" if parts else ""),
             g=group,
             rows=node_rows,
-            edges=[list(inner[t].values()) for t in types],
+            edges=params,
         ).consume()
         return leaving
 

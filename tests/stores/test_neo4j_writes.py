@@ -216,33 +216,48 @@ def _edge_rows(store: Neo4jStore, group: str) -> list[tuple[str, str, str, str |
 
 
 @needs_server
-def test_a_batch_in_flight_creates_its_own_edges_once_and_merges_the_ones_that_leave_it(
+def test_a_batch_in_flight_creates_every_edge_it_touches_once_and_merges_the_others(
     store: Neo4jStore, group: str
 ) -> None:
-    """``write_in_flight`` creates a new batch's nodes and the edges between them in one
-    statement; an edge written twice in the batch exists once with its last values, and an
-    edge to a node stored earlier still goes through ``MERGE`` (so it is not doubled)."""
+    """``write_in_flight`` creates a new batch's nodes and every edge with an endpoint among
+    them in one statement: an edge written twice exists once with its last values, whether
+    it stays inside the batch or joins a stored node (either way); an edge to a node that is
+    not stored is not made (as MERGE makes none); an edge between two stored nodes still goes
+    through MERGE, so one that exists is not doubled."""
     rng = np.random.default_rng(11)
-    store.write(group, [sentence(group, 99, doc="old")], [])
+    old = [sentence(group, 98, doc="old"), sentence(group, 99, doc="old")]
+    between_old = Edge(src=old[0].id, type=EdgeType.NEXT, dst=old[1].id, group=group, doc_id="old", props={"v": 1})
+    store.write(group, old, [between_old])
     nodes = [sentence(group, i, doc="d1") for i in range(3)]
     edges = [
         Edge(src=nodes[0].id, type=EdgeType.NEXT, dst=nodes[1].id, group=group, doc_id="d1", props={"n": 1}),
         Edge(src=nodes[0].id, type=EdgeType.NEXT, dst=nodes[1].id, group=group, doc_id="d1", props={"n": 2}),
         Edge(src=nodes[1].id, type=EdgeType.NEXT, dst=nodes[2].id, group=group, doc_id="d1"),
         Edge(src=nodes[2].id, type=EdgeType.PART_OF, dst=nodes[0].id, group=group, doc_id="d1"),
-        Edge(src=nodes[2].id, type=EdgeType.RELATED_TO, dst="old/s/99", group=group, doc_id="d1", props={"w": 0.5}),
+        # to a stored node, twice (the last values win), and from a stored node
+        Edge(src=nodes[2].id, type=EdgeType.MENTIONS, dst=old[0].id, group=group, doc_id="d1", props={"w": 0.1}),
+        Edge(src=nodes[2].id, type=EdgeType.MENTIONS, dst=old[0].id, group=group, doc_id="d1", props={"w": 0.5}),
+        Edge(src=nodes[1].id, type=EdgeType.MENTIONS, dst=old[0].id, group=group, doc_id="d1"),
+        Edge(src=old[1].id, type=EdgeType.RELATED_TO, dst=nodes[0].id, group=group, props={"x": 1}),
+        Edge(src=nodes[0].id, type=EdgeType.MENTIONS, dst="nowhere", group=group, doc_id="d1"),
+        # between two stored nodes: MERGE finds the one written above and sets its values
+        Edge(src=old[0].id, type=EdgeType.NEXT, dst=old[1].id, group=group, doc_id="old", props={"v": 2}),
     ]
-    store.write(group, [], [edges[-1]])  # the leaving edge exists already: MERGE keeps one
     store.write_in_flight(group, DocumentBatch(nodes, edges, {VectorSpace.SENTENCE: ([n.id for n in nodes], unit(rng, 3))}))
     assert _edge_rows(store, group) == sorted(
         [
             (nodes[0].id, "NEXT", nodes[1].id, "d1", {"n": 2}),
             (nodes[1].id, "NEXT", nodes[2].id, "d1", {}),
             (nodes[2].id, "PART_OF", nodes[0].id, "d1", {}),
-            (nodes[2].id, "RELATED_TO", "old/s/99", "d1", {"w": 0.5}),
+            (nodes[2].id, "MENTIONS", old[0].id, "d1", {"w": 0.5}),
+            (nodes[1].id, "MENTIONS", old[0].id, "d1", {}),
+            (old[1].id, "RELATED_TO", nodes[0].id, None, {"x": 1}),
+            (old[0].id, "NEXT", old[1].id, "old", {"v": 2}),
         ]
     )
     assert len(store.vector_search(group, VectorSpace.SENTENCE, unit(rng, 1)[0], 10)) == 3  # the batch's vectors
+    assert store.delete_document(group, "d1") == 3  # the edges it owns went with it
+    assert _edge_rows(store, group) == [(old[0].id, "NEXT", old[1].id, "old", {"v": 2})]
 
 
 @needs_server

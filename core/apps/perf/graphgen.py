@@ -31,6 +31,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -327,6 +328,9 @@ def write_graph(store: Any, group: str, spec: GraphSpec, *, log: Callable[[str],
                                           blocks=[Block(kind="paragraph", text=text)], content_hash=str(p.index)))
         sks = skeletons([plan_document(d, doc_id_for(d.source)) for d in sources], split, group, limits)
         spans_of.clear()
+        # MENTIONS leave from the batch's own chunks and sentences (written with them, as
+        # new edges); CO_OCCURS join two stored entities (written after, through MERGE)
+        mention_edges: list[Edge] = []
         entity_edges: list[Edge] = []
         sent_vecs, chunk_vecs, sids, cids = [], [], [], []
         for p, sk in zip(batch, sks, strict=True):
@@ -342,12 +346,12 @@ def write_graph(store: Any, group: str, spec: GraphSpec, *, log: Callable[[str],
                 own_pages[0] += 1
             hubs_of[p.index] = sorted(ents, key=lambda e: (-per[e], e))[:3]
             for e in ents:
-                entity_edges.append(Edge(src=chunk, dst=ent_id[e], type=EdgeType.MENTIONS, group=group, doc_id=doc,
-                                         props={"level": "chunk", "count": per[e]}))
+                mention_edges.append(Edge(src=chunk, dst=ent_id[e], type=EdgeType.MENTIONS, group=group, doc_id=doc,
+                                          props={"level": "chunk", "count": per[e]}))
             for sid, named in zip(sk.sentence_ids, p.mentions, strict=True):
                 for e in named:
-                    entity_edges.append(Edge(src=sid, dst=ent_id[e], type=EdgeType.MENTIONS, group=group, doc_id=doc,
-                                             props={"level": "sentence"}))
+                    mention_edges.append(Edge(src=sid, dst=ent_id[e], type=EdgeType.MENTIONS, group=group, doc_id=doc,
+                                              props={"level": "sentence"}))
             for k in by_first.pop(p.index, ()):
                 key = int(layer.pair_keys[k])
                 a, b = key // n_ent, key % n_ent
@@ -366,18 +370,30 @@ def write_graph(store: Any, group: str, spec: GraphSpec, *, log: Callable[[str],
         vectors = {VectorSpace.SENTENCE.value: (sids, _unit(rng, centres, np.concatenate(sent_vecs))),
                    VectorSpace.CHUNK.value: (cids, _unit(rng, centres, np.concatenate(chunk_vecs)))}
         nodes = [n for sk in sks for n in sk.nodes]
-        edges = [e for sk in sks for e in sk.edges]
+        edges = [e for sk in sks for e in sk.edges] + mention_edges
         return DocumentBatch(nodes, edges, vectors), embed_text_count(sks), entity_edges
 
-    pending: list[Edge] = []
-    for window in embed_windows(docs(), lambda b: b[1]):
+    def put(window: list[tuple[DocumentBatch, int, list[Edge]]], co_occurs: list[Edge]) -> None:
         store.write_batches(group, [b for b, _, _ in window])
-        pending += [e for _, _, es in window for e in es]
-        while len(pending) >= 20_000:
-            store.write(group, edges=pending[:20_000])
-            pending = pending[20_000:]
-        if written["documents"] % 10_000 < DOC_BATCH * len(window):
-            log(f"graph-gen: {written['documents']:,} documents, {written['sentences']:,} sentences")
+        for part in batched(co_occurs, 20_000):
+            store.write(group, edges=part)
+
+    # One window is written while the next is built: the client's share (skeletons, edge
+    # objects, packing) overlaps the server's instead of adding to it.
+    pending: list[Edge] = []
+    with ThreadPoolExecutor(1, thread_name_prefix="graph-gen-write") as writer:
+        in_flight: Future[None] | None = None
+        for window in embed_windows(docs(), lambda b: b[1]):
+            pending += [e for _, _, es in window for e in es]
+            cut = len(pending) - len(pending) % 20_000
+            if in_flight is not None:
+                in_flight.result()
+            in_flight = writer.submit(put, window, pending[:cut])
+            pending = pending[cut:]
+            if written["documents"] % 10_000 < DOC_BATCH * len(window):
+                log(f"graph-gen: {written['documents']:,} documents, {written['sentences']:,} sentences")
+        if in_flight is not None:
+            in_flight.result()
     if pending:
         store.write(group, edges=pending)
     timings["documents_s"] = round(time.perf_counter() - t, 1)
