@@ -207,6 +207,21 @@ def test_query_suite_measures_the_raw_embedding_beside_each_route(tmp_path: Path
     assert res["routes"]["route2_local"]["raw_spacy_ms"]["n"] == 3
     assert res["routes"]["route2_local"]["raw_spacy_ms"]["p50"] > 0
     assert "raw_spacy_ms" not in res["routes"]["dense"] and "raw_spacy_ms" not in res["routes"]["bm25"]
+    # the ppr stage's trace figures, for the route that runs it only
+    assert res["routes"]["route2_local"]["ppr"]["questions"] == 3
+    assert "ppr" not in res["routes"]["dense"]
+
+
+def test_ppr_summary_gives_how_much_the_walk_read_and_its_error_bounds() -> None:
+    s = P.ppr_summary([
+        {"solver": "push", "nodes_touched": 10, "l1_error_bound": 1e-5, "eps": 1e-6},
+        {"solver": "push", "nodes_touched": 30, "l1_error_bound": 3e-5, "eps": 1e-7},
+        {"solver": "cg", "converged": True},
+    ])
+    assert s["solver"] == ["cg", "push"] and s["questions"] == 3
+    assert s["nodes_touched"] == {"p50": 20.0, "max": 30.0}
+    assert s["l1_error_bound"]["max"] == 3e-5 and s["eps"]["p50"] == 5.5e-7
+    assert "rows_read" not in s  # no question reported it
 
 
 def test_the_table_prints_a_spacy_routes_p50_over_both_models() -> None:

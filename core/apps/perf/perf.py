@@ -685,6 +685,7 @@ def query_suite(gr: Any, group: str, questions: Sequence[str], routes: Sequence[
         spacy_beside: list[float] = []
         overhead: list[float] = []
         stages: dict[str, list[float]] = {}
+        ppr: list[dict[str, Any]] = []
         tokens = 0
         for q in questions:
             if spacy_call is not None:
@@ -704,6 +705,8 @@ def query_suite(gr: Any, group: str, questions: Sequence[str], routes: Sequence[
                     stages.setdefault(tr.stage, []).append(tr.duration_ms)
                     stage_sum += tr.duration_ms
                     tokens += int(sum((tr.tokens or {}).values())) if isinstance(tr.tokens, dict) else 0
+                    if tr.use == "ppr":
+                        ppr.append(tr.stats)
             overhead.append(wall - stage_sum)
         out["routes"][name] = {
             "wall_ms": summary(walls),
@@ -713,7 +716,23 @@ def query_suite(gr: Any, group: str, questions: Sequence[str], routes: Sequence[
                           for k, v in stages.items()},
             "llm_tokens": tokens,
             **({"raw_spacy_ms": summary(spacy_beside)} if spacy_beside else {}),
+            **({"ppr": ppr_summary(ppr)} if ppr else {}),
         }
+    return out
+
+
+# The ppr stage's trace figures summed up per route: how much of the graph the walk read
+# and how far its scores may be from the exact ones (the push's error bounds).
+PPR_FIGURES = ("nodes_touched", "nodes_read", "rows_read", "queries", "rounds", "eps", "error_bound", "l1_error_bound")
+
+
+def ppr_summary(stats: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """p50 and max of the ppr stage's figures over a route's questions, and its solvers."""
+    out: dict[str, Any] = {"solver": sorted({str(s.get("solver")) for s in stats}), "questions": len(stats)}
+    for key in PPR_FIGURES:
+        values = [float(s[key]) for s in stats if isinstance(s.get(key), int | float)]
+        if values:
+            out[key] = {"p50": percentile(values, 50), "max": max(values)}
     return out
 
 

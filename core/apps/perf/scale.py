@@ -148,7 +148,10 @@ def scale_query(
     qs = _questions(gr, group, questions, questions_file)
     gr.close()
     routes = route or ["route2_local", "route5_unified"]
-    overrides = {} if solver == "route" else {"ppr.solver": solver}
+    # the push does not read the own-page edges (the ppr stage refuses weight_title with it)
+    overrides: dict[str, Any] = {} if solver == "route" else {"ppr.solver": solver}
+    if solver == "push":
+        overrides["ppr.weight_title"] = 0.0
     _log(f"scale-query: {len(qs)} questions x {routes} on {group} ({solver})")
     result = run_part_in_process("query", {"store": store, "group": group, "questions": qs, "routes": routes,
                                            "cache": os.environ.get("GRAPHROUTE_CACHE", ".graphroute/cache"),
