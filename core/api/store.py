@@ -20,6 +20,7 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import Any, Literal, NamedTuple, TypeVar
 
 import numpy as np
@@ -305,6 +306,14 @@ class GraphStore(ABC):
                             later.cancel()  # the ones not started; leaving the block waits for the rest
                         raise exc
         self.write(group, meta=meta)
+
+    @contextmanager
+    def bulk_load(self) -> Iterator[None]:
+        """Writes of a large new corpus inside the block: a store may suspend the upkeep of
+        indexes it builds faster in one pass afterwards, and build them when the block ends
+        (searches that need them may fail or miss until then, in every group). The default
+        suspends nothing. ``graphroute perf graph-gen`` writes its corpus inside one."""
+        yield
 
     def write_in_flight(self, group: str, batch: DocumentBatch) -> None:
         """One batch of a concurrent :meth:`write_batches` call, atomic on its own. The

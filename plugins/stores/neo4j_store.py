@@ -42,6 +42,7 @@ import logging
 import re
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import unquote
 
@@ -200,6 +201,7 @@ class Neo4jStore(GraphStore):
         extra_edge_types: Collection[str] = (),
         write_concurrency: int = 2,
         vector_quantization: bool = False,
+        index_wait_s: float = 7_200.0,
     ) -> None:
         import neo4j
         from neo4j.exceptions import AuthError, ServiceUnavailable
@@ -212,11 +214,14 @@ class Neo4jStore(GraphStore):
         self.oversample = oversample
         self.write_concurrency = write_concurrency
         self.vector_quantization = vector_quantization
+        self.index_wait_s = index_wait_s  # how long bulk_load waits for its index builds
         self._edge_types = {str(t) for t in EdgeType} | {str(t) for t in extra_edge_types}
         bad = [t for t in self._edge_types if not _TYPE_RE.match(t)]
         if bad:
             raise StoreError(f"edge types {bad} must match {_TYPE_RE.pattern}")
         self._vector_indexes: set[str] = set()
+        # inside bulk_load: the vector indexes to create when it ends, (space, dim) by name
+        self._deferred_vector_indexes: dict[str, tuple[str, int]] | None = None
         # How the last vector_search was answered: "exact", "index" or "index+exact"
         # (the index did not yield k hits of the group); read by tests and traces.
         self.last_search_path = ""
@@ -429,6 +434,9 @@ class Neo4jStore(GraphStore):
         prop = _vec_prop(space, dim)
         if prop in self._vector_indexes:
             return
+        if self._deferred_vector_indexes is not None:
+            self._deferred_vector_indexes[f"gr_{prop}"] = (space, dim)
+            return
         # prop is built from a validated space name and an int: safe to splice.
         # Quantization off by default: the index then ranks by the stored floats (no
         # approximate pass to rescore), and each insert skips quantizing the vector (~8% of
@@ -440,6 +448,44 @@ class Neo4jStore(GraphStore):
         )
         self._run_schema(f"CREATE VECTOR INDEX gr_{prop} IF NOT EXISTS FOR (n:GRNode) ON (n.{prop}) OPTIONS {options}")
         self._vector_indexes.add(prop)
+
+    @contextmanager
+    def bulk_load(self) -> Iterator[None]:
+        """Drop the vector indexes (every group's) for the block and create them when it
+        ends, waiting until Neo4j has built them (``index_wait_s`` at most).
+
+        Why: kept up per write, an HNSW index grows by small segments that Lucene merges
+        again and again, each merge re-inserting the vectors of the smaller segments into the
+        larger one's graph; at a million sentences the merge threads held 75% of the server's
+        CPU (JFR, graph-gen's documents phase), and the write ran at ~210 sentences/s on a
+        loaded 2-core machine. Built once from the store, the index is populated in large
+        segments. While the block runs, vector search in any group of the database fails: a
+        tool for loading a new database or a maintenance window, not for a served one."""
+        if self._deferred_vector_indexes is not None:
+            yield  # nested: the outer block builds them
+            return
+        rows = self._query(
+            "vector indexes", "SHOW VECTOR INDEXES YIELD name WHERE name STARTS WITH 'gr_vec_' RETURN name"
+        )
+        deferred: dict[str, tuple[str, int]] = {}
+        for r in rows:
+            m = re.match(r"^gr_vec_([a-z][a-z0-9_]*)_(\d+)$", r["name"])
+            if m:
+                deferred[r["name"]] = (m.group(1), int(m.group(2)))
+                self._run_schema(f"DROP INDEX `{r['name']}` IF EXISTS")  # a name that matched the pattern above
+        self._vector_indexes.clear()
+        self._deferred_vector_indexes = deferred
+        try:
+            yield
+        finally:
+            self._deferred_vector_indexes = None
+            for space, dim in deferred.values():
+                self._ensure_vector_index(space, dim)
+            self._guard("index build", lambda: self._await_indexes())
+
+    def _await_indexes(self) -> None:
+        with self._session() as session:
+            session.run("CALL db.awaitIndexes($s)", s=int(self.index_wait_s)).consume()
 
     def write(
         self,

@@ -304,3 +304,40 @@ def test_the_vector_index_is_created_quantized_only_when_asked(group: str, quant
     finally:
         s.delete_group(group)
         s.close()
+
+
+def _vector_indexes(store: Neo4jStore) -> dict[str, str]:
+    with store._driver.session() as session:
+        return {r["name"]: r["state"] for r in session.run("SHOW VECTOR INDEXES YIELD name, state RETURN name, state")}
+
+
+@needs_server
+def test_bulk_load_builds_the_vector_indexes_when_it_ends(group: str) -> None:
+    """Inside ``bulk_load`` the vector indexes are gone (writes do not keep them up); when it
+    ends they are built from the stored vectors - those written before, inside, and of a space
+    first seen inside - and answer searches (``exact_max=0``: through the index)."""
+    s = Neo4jStore(NEO4J_URI, "neo4j", PASSWORD, exact_max=0)
+    rng = np.random.default_rng(21)
+    name, new_name = f"gr_vec_sentence_{DIM}", f"gr_vec_bulk_new_{DIM}"
+    try:
+        before = [sentence(group, i, doc="d0") for i in range(5)]
+        s.write(group, before, [], {VectorSpace.SENTENCE: ([n.id for n in before], unit(rng, 5))})
+        assert name in _vector_indexes(s)
+        inside = [sentence(group, i, doc="d1") for i in range(5, 40)]
+        vecs = unit(rng, len(inside))
+        with s.bulk_load():
+            assert name not in _vector_indexes(s)
+            s.write_batches(group, [DocumentBatch(inside[:20], [], {VectorSpace.SENTENCE: ([n.id for n in inside[:20]], vecs[:20])}),
+                                    DocumentBatch(inside[20:], [], {VectorSpace.SENTENCE: ([n.id for n in inside[20:]], vecs[20:])})])
+            s.write(group, [], [], {"bulk_new": ([inside[0].id], vecs[:1])})
+            assert name not in _vector_indexes(s) and new_name not in _vector_indexes(s)
+        indexes = _vector_indexes(s)
+        assert indexes[name] == "ONLINE" and indexes[new_name] == "ONLINE"
+        for i in (0, 7, 34):
+            assert s.vector_search(group, VectorSpace.SENTENCE, vecs[i], 1)[0][0] == inside[i].id
+            assert s.last_search_path == "index"
+        assert [h for h, _ in s.vector_search(group, "bulk_new", vecs[0], 1)] == [inside[0].id]
+    finally:
+        with s._driver.session() as session:
+            session.run(f"DROP INDEX {new_name} IF EXISTS").consume()
+        s.close()

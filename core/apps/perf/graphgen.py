@@ -265,189 +265,194 @@ def write_graph(store: Any, group: str, spec: GraphSpec, *, log: Callable[[str],
     store.delete_group(group)
     timings: dict[str, float] = {"first_pass_s": round(time.perf_counter() - t0, 1)}
 
-    # 1. entities (before any edge that names them) and their vectors
-    t = time.perf_counter()
-    mentioned = np.flatnonzero(layer.mention_count)
-    ent_id = {int(e): vocab.entity_id(int(e)) for e in mentioned}
-    entity_ids = frozenset(ent_id.values())
-    own_pages = [0]  # OWN_PAGE edges written (documents titled with an entity's name)
-    topic_of = np.array([vocab.topic_of(int(e), spec) for e in range(n_ent)])
-    for start in range(0, len(mentioned), 5_000):
-        part = mentioned[start : start + 5_000]
-        nodes = []
-        for e in part.tolist():
-            name = vocab.names[e]
-            c = int(topic_of[e])
-            nodes.append(Node(id=ent_id[e], label=Label.ENTITY, group=group, props={
-                "name": name, "norm": normalize_name(name), "aliases": [name],
-                "mention_count": int(layer.mention_count[e]), "chunk_count": int(layer.chunk_count[e]),
-                "doc_count": int(layer.chunk_count[e]), "community": c, "links": int(layer.links[e]),
-            }))
-        vecs = _unit(rng, centres, topic_of[part])
-        store.write(group, nodes, vectors={VectorSpace.ENTITY.value: ([n.id for n in nodes], vecs)})
-    timings["entities_s"] = round(time.perf_counter() - t, 1)
-    log(f"graph-gen: {len(mentioned):,} entities written")
+    # The store may build its vector indexes once at the end instead of per write
+    # (Neo4j: GraphStore.bulk_load); timings say how long that build took.
+    with store.bulk_load():
+        # 1. entities (before any edge that names them) and their vectors
+        t = time.perf_counter()
+        mentioned = np.flatnonzero(layer.mention_count)
+        ent_id = {int(e): vocab.entity_id(int(e)) for e in mentioned}
+        entity_ids = frozenset(ent_id.values())
+        own_pages = [0]  # OWN_PAGE edges written (documents titled with an entity's name)
+        topic_of = np.array([vocab.topic_of(int(e), spec) for e in range(n_ent)])
+        for start in range(0, len(mentioned), 5_000):
+            part = mentioned[start : start + 5_000]
+            nodes = []
+            for e in part.tolist():
+                name = vocab.names[e]
+                c = int(topic_of[e])
+                nodes.append(Node(id=ent_id[e], label=Label.ENTITY, group=group, props={
+                    "name": name, "norm": normalize_name(name), "aliases": [name],
+                    "mention_count": int(layer.mention_count[e]), "chunk_count": int(layer.chunk_count[e]),
+                    "doc_count": int(layer.chunk_count[e]), "community": c, "links": int(layer.links[e]),
+                }))
+            vecs = _unit(rng, centres, topic_of[part])
+            store.write(group, nodes, vectors={VectorSpace.ENTITY.value: ([n.id for n in nodes], vecs)})
+        timings["entities_s"] = round(time.perf_counter() - t, 1)
+        log(f"graph-gen: {len(mentioned):,} entities written")
 
-    # 2. documents (the indexer's skeletons) with their mentions, co-occurrences and vectors
-    t = time.perf_counter()
-    profile = load_index_profile(None)
-    limits = ParseLimits.of(profile.parse)
-    spans_of: dict[str, list[tuple[int, int]]] = {}
+        # 2. documents (the indexer's skeletons) with their mentions, co-occurrences and vectors
+        t = time.perf_counter()
+        profile = load_index_profile(None)
+        limits = ParseLimits.of(profile.parse)
+        spans_of: dict[str, list[tuple[int, int]]] = {}
 
-    def split(texts: Sequence[str]) -> list[list[tuple[int, int]]]:
-        return [spans_of.get(x, [(0, len(x))]) for x in texts]
+        def split(texts: Sequence[str]) -> list[list[tuple[int, int]]]:
+            return [spans_of.get(x, [(0, len(x))]) for x in texts]
 
-    by_first: dict[int, list[int]] = {}
-    for k, first in enumerate(layer.pair_first.tolist()):
-        by_first.setdefault(first, []).append(k)
-    section_of: list[str] = [""] * layer.passages
-    doc_of: list[str] = [""] * layer.passages
-    hubs_of: list[list[int]] = [[] for _ in range(layer.passages)]
-    written = {"documents": 0, "sentences": 0, "chunks": 0, "mentions": 0, "co_occurs": 0}
+        by_first: dict[int, list[int]] = {}
+        for k, first in enumerate(layer.pair_first.tolist()):
+            by_first.setdefault(first, []).append(k)
+        section_of: list[str] = [""] * layer.passages
+        doc_of: list[str] = [""] * layer.passages
+        hubs_of: list[list[int]] = [[] for _ in range(layer.passages)]
+        written = {"documents": 0, "sentences": 0, "chunks": 0, "mentions": 0, "co_occurs": 0}
 
-    def docs() -> Iterator[tuple[DocumentBatch, int, list[Edge]]]:
-        batch: list[GenPassage] = []
-        for p in passages(spec, vocab):
-            batch.append(p)
-            if len(batch) == DOC_BATCH:
+        def docs() -> Iterator[tuple[DocumentBatch, int, list[Edge]]]:
+            batch: list[GenPassage] = []
+            for p in passages(spec, vocab):
+                batch.append(p)
+                if len(batch) == DOC_BATCH:
+                    yield build(batch)
+                    batch = []
+            if batch:
                 yield build(batch)
-                batch = []
-        if batch:
-            yield build(batch)
 
-    def build(batch: list[GenPassage]) -> tuple[DocumentBatch, int, list[Edge]]:
-        sources = []
-        for p in batch:
-            spans, pos = [], 0
-            for s in p.sentences:
-                spans.append((pos, pos + len(s)))
-                pos += len(s) + 1
-            text = " ".join(p.sentences)
-            spans_of[text] = spans
-            sources.append(SourceDocument(title=p.title, source=f"graphgen#{p.index}",
-                                          blocks=[Block(kind="paragraph", text=text)], content_hash=str(p.index)))
-        sks = skeletons([plan_document(d, doc_id_for(d.source)) for d in sources], split, group, limits)
-        spans_of.clear()
-        # MENTIONS leave from the batch's own chunks and sentences (written with them, as
-        # new edges); CO_OCCURS join two stored entities (written after, through MERGE)
-        mention_edges: list[Edge] = []
-        entity_edges: list[Edge] = []
-        sent_vecs, chunk_vecs, sids, cids = [], [], [], []
-        for p, sk in zip(batch, sks, strict=True):
-            if len(sk.chunk_ids) != 1 or len(sk.sentence_ids) != len(p.sentences):
-                raise RuntimeError(f"graph-gen: passage {p.index} did not make one chunk of its sentences")
-            chunk, doc = sk.chunk_ids[0], sk.doc_id
-            doc_of[p.index] = doc
-            section_of[p.index] = sk.sentence_sections[0]
-            ents, per = _chunk_entities(p)
-            page = own_page_entity(p.title, entity_ids)
-            if page is not None:
-                entity_edges.append(Edge(src=chunk, dst=page, type=EdgeType.OWN_PAGE, group=group, doc_id=doc))
-                own_pages[0] += 1
-            hubs_of[p.index] = sorted(ents, key=lambda e: (-per[e], e))[:3]
-            for e in ents:
-                mention_edges.append(Edge(src=chunk, dst=ent_id[e], type=EdgeType.MENTIONS, group=group, doc_id=doc,
-                                          props={"level": "chunk", "count": per[e]}))
-            for sid, named in zip(sk.sentence_ids, p.mentions, strict=True):
-                for e in named:
-                    mention_edges.append(Edge(src=sid, dst=ent_id[e], type=EdgeType.MENTIONS, group=group, doc_id=doc,
-                                              props={"level": "sentence"}))
-            for k in by_first.pop(p.index, ()):
-                key = int(layer.pair_keys[k])
-                a, b = key // n_ent, key % n_ent
-                entity_edges.append(Edge(src=ent_id[a], dst=ent_id[b], type=EdgeType.CO_OCCURS, group=group,
-                                         doc_id=doc if layer.pair_single[k] else None,
-                                         props={"count": int(layer.pair_counts[k])}))
-                written["co_occurs"] += 1
-            sids += sk.sentence_ids
-            cids += sk.chunk_ids
-            sent_vecs.append(np.full(len(sk.sentence_ids), p.topic))
-            chunk_vecs.append(np.array([p.topic]))
-            written["documents"] += 1
-            written["sentences"] += len(sk.sentence_ids)
-            written["chunks"] += 1
-            written["mentions"] += sum(len(m) for m in p.mentions) + len(ents)
-        vectors = {VectorSpace.SENTENCE.value: (sids, _unit(rng, centres, np.concatenate(sent_vecs))),
-                   VectorSpace.CHUNK.value: (cids, _unit(rng, centres, np.concatenate(chunk_vecs)))}
-        nodes = [n for sk in sks for n in sk.nodes]
-        edges = [e for sk in sks for e in sk.edges] + mention_edges
-        return DocumentBatch(nodes, edges, vectors), embed_text_count(sks), entity_edges
+        def build(batch: list[GenPassage]) -> tuple[DocumentBatch, int, list[Edge]]:
+            sources = []
+            for p in batch:
+                spans, pos = [], 0
+                for s in p.sentences:
+                    spans.append((pos, pos + len(s)))
+                    pos += len(s) + 1
+                text = " ".join(p.sentences)
+                spans_of[text] = spans
+                sources.append(SourceDocument(title=p.title, source=f"graphgen#{p.index}",
+                                              blocks=[Block(kind="paragraph", text=text)], content_hash=str(p.index)))
+            sks = skeletons([plan_document(d, doc_id_for(d.source)) for d in sources], split, group, limits)
+            spans_of.clear()
+            # MENTIONS leave from the batch's own chunks and sentences (written with them, as
+            # new edges); CO_OCCURS join two stored entities (written after, through MERGE)
+            mention_edges: list[Edge] = []
+            entity_edges: list[Edge] = []
+            sent_vecs, chunk_vecs, sids, cids = [], [], [], []
+            for p, sk in zip(batch, sks, strict=True):
+                if len(sk.chunk_ids) != 1 or len(sk.sentence_ids) != len(p.sentences):
+                    raise RuntimeError(f"graph-gen: passage {p.index} did not make one chunk of its sentences")
+                chunk, doc = sk.chunk_ids[0], sk.doc_id
+                doc_of[p.index] = doc
+                section_of[p.index] = sk.sentence_sections[0]
+                ents, per = _chunk_entities(p)
+                page = own_page_entity(p.title, entity_ids)
+                if page is not None:
+                    entity_edges.append(Edge(src=chunk, dst=page, type=EdgeType.OWN_PAGE, group=group, doc_id=doc))
+                    own_pages[0] += 1
+                hubs_of[p.index] = sorted(ents, key=lambda e: (-per[e], e))[:3]
+                for e in ents:
+                    mention_edges.append(Edge(src=chunk, dst=ent_id[e], type=EdgeType.MENTIONS, group=group, doc_id=doc,
+                                              props={"level": "chunk", "count": per[e]}))
+                for sid, named in zip(sk.sentence_ids, p.mentions, strict=True):
+                    for e in named:
+                        mention_edges.append(Edge(src=sid, dst=ent_id[e], type=EdgeType.MENTIONS, group=group, doc_id=doc,
+                                                  props={"level": "sentence"}))
+                for k in by_first.pop(p.index, ()):
+                    key = int(layer.pair_keys[k])
+                    a, b = key // n_ent, key % n_ent
+                    entity_edges.append(Edge(src=ent_id[a], dst=ent_id[b], type=EdgeType.CO_OCCURS, group=group,
+                                             doc_id=doc if layer.pair_single[k] else None,
+                                             props={"count": int(layer.pair_counts[k])}))
+                    written["co_occurs"] += 1
+                sids += sk.sentence_ids
+                cids += sk.chunk_ids
+                sent_vecs.append(np.full(len(sk.sentence_ids), p.topic))
+                chunk_vecs.append(np.array([p.topic]))
+                written["documents"] += 1
+                written["sentences"] += len(sk.sentence_ids)
+                written["chunks"] += 1
+                written["mentions"] += sum(len(m) for m in p.mentions) + len(ents)
+            vectors = {VectorSpace.SENTENCE.value: (sids, _unit(rng, centres, np.concatenate(sent_vecs))),
+                       VectorSpace.CHUNK.value: (cids, _unit(rng, centres, np.concatenate(chunk_vecs)))}
+            nodes = [n for sk in sks for n in sk.nodes]
+            edges = [e for sk in sks for e in sk.edges] + mention_edges
+            return DocumentBatch(nodes, edges, vectors), embed_text_count(sks), entity_edges
 
-    def put(window: list[tuple[DocumentBatch, int, list[Edge]]], co_occurs: list[Edge]) -> None:
-        store.write_batches(group, [b for b, _, _ in window])
-        for part in batched(co_occurs, 20_000):
-            store.write(group, edges=part)
+        def put(window: list[tuple[DocumentBatch, int, list[Edge]]], co_occurs: list[Edge]) -> None:
+            store.write_batches(group, [b for b, _, _ in window])
+            for part in batched(co_occurs, 20_000):
+                store.write(group, edges=part)
 
-    # One window is written while the next is built: the client's share (skeletons, edge
-    # objects, packing) overlaps the server's instead of adding to it.
-    pending: list[Edge] = []
-    with ThreadPoolExecutor(1, thread_name_prefix="graph-gen-write") as writer:
-        in_flight: Future[None] | None = None
-        for window in embed_windows(docs(), lambda b: b[1]):
-            pending += [e for _, _, es in window for e in es]
-            cut = len(pending) - len(pending) % 20_000
+        # One window is written while the next is built: the client's share (skeletons, edge
+        # objects, packing) overlaps the server's instead of adding to it.
+        pending: list[Edge] = []
+        with ThreadPoolExecutor(1, thread_name_prefix="graph-gen-write") as writer:
+            in_flight: Future[None] | None = None
+            for window in embed_windows(docs(), lambda b: b[1]):
+                pending += [e for _, _, es in window for e in es]
+                cut = len(pending) - len(pending) % 20_000
+                if in_flight is not None:
+                    in_flight.result()
+                in_flight = writer.submit(put, window, pending[:cut])
+                pending = pending[cut:]
+                if written["documents"] % 10_000 < DOC_BATCH * len(window):
+                    log(f"graph-gen: {written['documents']:,} documents, {written['sentences']:,} sentences")
             if in_flight is not None:
                 in_flight.result()
-            in_flight = writer.submit(put, window, pending[:cut])
-            pending = pending[cut:]
-            if written["documents"] % 10_000 < DOC_BATCH * len(window):
-                log(f"graph-gen: {written['documents']:,} documents, {written['sentences']:,} sentences")
-        if in_flight is not None:
-            in_flight.result()
-    if pending:
-        store.write(group, edges=pending)
-    timings["documents_s"] = round(time.perf_counter() - t, 1)
+        if pending:
+            store.write(group, edges=pending)
+        timings["documents_s"] = round(time.perf_counter() - t, 1)
 
-    # 3. similarity, hubs and shared hubs, communities
-    t = time.perf_counter()
-    sim = rng.uniform(0.6, 0.95, len(layer.knn))
-    extra: list[Edge] = [Edge(src=ent_id[int(a)], dst=ent_id[int(b)], type=EdgeType.SEMANTICALLY_SIMILAR, group=group,
-                              props={"similarity": round(float(s), 4)}) for (a, b), s in zip(layer.knn, sim, strict=True)]
-    by_topic: dict[int, list[int]] = {}
-    topics_of = np.empty(layer.passages, dtype=np.int64)
-    for p in passages(spec, vocab):  # topics again, without the skeletons
-        topics_of[p.index] = p.topic
-        by_topic.setdefault(p.topic, []).append(p.index)
-    for _t, idx in by_topic.items():
-        arr = np.asarray(idx)
-        for _ in range(spec.knn):
-            other = rng.permutation(arr)
-            for x, y in zip(arr.tolist(), other.tolist(), strict=True):
-                if x != y:
-                    extra.append(Edge(src=section_of[x], dst=section_of[y], type=EdgeType.SEMANTICALLY_SIMILAR, group=group,
-                                      props={"similarity": round(float(rng.uniform(0.6, 0.95)), 4)}))
-    last_with_hub: dict[int, int] = {}
-    for i in range(layer.passages):
-        for e in hubs_of[i]:
-            extra.append(Edge(src=section_of[i], dst=ent_id[e], type=EdgeType.HAS_HUB_ENTITY, group=group, doc_id=doc_of[i]))
-            j = last_with_hub.get(e)
-            if j is not None:
-                extra.append(Edge(src=section_of[j], dst=section_of[i], type=EdgeType.SHARES_ENTITY, group=group,
-                                  props={"hub": ent_id[e]}))
-            last_with_hub[e] = i
-    for edge_part in batched(extra, 20_000):
-        store.write(group, edges=edge_part)
-    comm_nodes: list[Node] = []
-    belongs: list[Edge] = []
-    for c in range(spec.topics + 1):
-        members = [int(e) for e in (vocab.per_topic[c] if c < spec.topics else vocab.hub_ids) if layer.mention_count[e] > 0]
-        if len(members) < 2:
-            continue
-        by_links = sorted(members, key=lambda e: (-int(layer.links[e]), ent_id[e]))
-        by_mentions = sorted(members, key=lambda e: (-int(layer.mention_count[e]), ent_id[e]))
-        top = [vocab.names[e] for e in by_links[:8]]
-        comm_nodes.append(Node(id=f"{COMMUNITY_ID_PREFIX}{c}", label=Label.COMMUNITY, group=group, props={
-            "community": c, "size": len(members), "title": ", ".join(top[:3]), "summary": "; ".join(top),
-            "top_entities": top, "top_entity_ids": [ent_id[e] for e in by_links[:8]], "summary_source": "generated",
-            "peer_ids": [ent_id[e] for e in by_links[:LISTED]], "mentioned_ids": [ent_id[e] for e in by_mentions[:LISTED]],
-            "documents": int(layer.documents[c]),
-        }))
-        belongs += [Edge(src=ent_id[e], dst=f"{COMMUNITY_ID_PREFIX}{c}", type=EdgeType.BELONGS_TO, group=group) for e in members]
-    comm_topics = np.array([int(n.props["community"]) for n in comm_nodes])
-    store.write(group, comm_nodes, vectors={VectorSpace.COMMUNITY.value: ([n.id for n in comm_nodes], _unit(rng, centres, comm_topics))})
-    for edge_part in batched(belongs, 20_000):
-        store.write(group, edges=edge_part)
-    timings["layers_s"] = round(time.perf_counter() - t, 1)
+        # 3. similarity, hubs and shared hubs, communities
+        t = time.perf_counter()
+        sim = rng.uniform(0.6, 0.95, len(layer.knn))
+        extra: list[Edge] = [Edge(src=ent_id[int(a)], dst=ent_id[int(b)], type=EdgeType.SEMANTICALLY_SIMILAR, group=group,
+                                  props={"similarity": round(float(s), 4)}) for (a, b), s in zip(layer.knn, sim, strict=True)]
+        by_topic: dict[int, list[int]] = {}
+        topics_of = np.empty(layer.passages, dtype=np.int64)
+        for p in passages(spec, vocab):  # topics again, without the skeletons
+            topics_of[p.index] = p.topic
+            by_topic.setdefault(p.topic, []).append(p.index)
+        for _t, idx in by_topic.items():
+            arr = np.asarray(idx)
+            for _ in range(spec.knn):
+                other = rng.permutation(arr)
+                for x, y in zip(arr.tolist(), other.tolist(), strict=True):
+                    if x != y:
+                        extra.append(Edge(src=section_of[x], dst=section_of[y], type=EdgeType.SEMANTICALLY_SIMILAR, group=group,
+                                          props={"similarity": round(float(rng.uniform(0.6, 0.95)), 4)}))
+        last_with_hub: dict[int, int] = {}
+        for i in range(layer.passages):
+            for e in hubs_of[i]:
+                extra.append(Edge(src=section_of[i], dst=ent_id[e], type=EdgeType.HAS_HUB_ENTITY, group=group, doc_id=doc_of[i]))
+                j = last_with_hub.get(e)
+                if j is not None:
+                    extra.append(Edge(src=section_of[j], dst=section_of[i], type=EdgeType.SHARES_ENTITY, group=group,
+                                      props={"hub": ent_id[e]}))
+                last_with_hub[e] = i
+        for edge_part in batched(extra, 20_000):
+            store.write(group, edges=edge_part)
+        comm_nodes: list[Node] = []
+        belongs: list[Edge] = []
+        for c in range(spec.topics + 1):
+            members = [int(e) for e in (vocab.per_topic[c] if c < spec.topics else vocab.hub_ids) if layer.mention_count[e] > 0]
+            if len(members) < 2:
+                continue
+            by_links = sorted(members, key=lambda e: (-int(layer.links[e]), ent_id[e]))
+            by_mentions = sorted(members, key=lambda e: (-int(layer.mention_count[e]), ent_id[e]))
+            top = [vocab.names[e] for e in by_links[:8]]
+            comm_nodes.append(Node(id=f"{COMMUNITY_ID_PREFIX}{c}", label=Label.COMMUNITY, group=group, props={
+                "community": c, "size": len(members), "title": ", ".join(top[:3]), "summary": "; ".join(top),
+                "top_entities": top, "top_entity_ids": [ent_id[e] for e in by_links[:8]], "summary_source": "generated",
+                "peer_ids": [ent_id[e] for e in by_links[:LISTED]], "mentioned_ids": [ent_id[e] for e in by_mentions[:LISTED]],
+                "documents": int(layer.documents[c]),
+            }))
+            belongs += [Edge(src=ent_id[e], dst=f"{COMMUNITY_ID_PREFIX}{c}", type=EdgeType.BELONGS_TO, group=group) for e in members]
+        comm_topics = np.array([int(n.props["community"]) for n in comm_nodes])
+        store.write(group, comm_nodes, vectors={VectorSpace.COMMUNITY.value: ([n.id for n in comm_nodes], _unit(rng, centres, comm_topics))})
+        for edge_part in batched(belongs, 20_000):
+            store.write(group, edges=edge_part)
+        timings["layers_s"] = round(time.perf_counter() - t, 1)
+        t = time.perf_counter()
+    timings["indexes_s"] = round(time.perf_counter() - t, 1)
     timings["total_s"] = round(time.perf_counter() - t0, 1)
     store.set_meta(group, "graphgen", asdict(spec))
     store.set_meta(group, OWN_PAGES_META, {"edges": own_pages[0]})
