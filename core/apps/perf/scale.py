@@ -138,11 +138,14 @@ def scale_query(
     questions: Annotated[int, typer.Option("--questions", min=1, metavar="N", help="questions to ask")] = 30,
     questions_file: QuestionsFileOpt = None,
     solver: Annotated[str, typer.Option("--solver", metavar="SOLVER", help="push, or 'route' for each route's own solver")] = "push",
+    sets: Annotated[list[str] | None, typer.Option("--set", metavar="ID.PARAM=VALUE",
+                                                   help="override a stage parameter of every route (repeatable)")] = None,
     as_json: JsonOpt = False,
     out_file: OutOpt = None,
 ) -> None:
     """The query suite on a group in a fresh process: p50 per route and stage, peak RSS."""
     from graphroute.core.apps.perf.perf import load_average, run_part_in_process
+    from graphroute.core.config.overrides import parse_value
 
     gr = _engine(store, group)
     qs = _questions(gr, group, questions, questions_file)
@@ -152,11 +155,17 @@ def scale_query(
     overrides: dict[str, Any] = {} if solver == "route" else {"ppr.solver": solver}
     if solver == "push":
         overrides["ppr.weight_title"] = 0.0
+    for item in sets or []:
+        key, sep, value = item.partition("=")
+        if not sep or "." not in key:
+            raise typer.BadParameter(f"bad --set {item!r}: write ID.PARAM=VALUE, e.g. --set ppr.push_tolerance=null")
+        overrides[key] = parse_value(value)
     _log(f"scale-query: {len(qs)} questions x {routes} on {group} ({solver})")
     result = run_part_in_process("query", {"store": store, "group": group, "questions": qs, "routes": routes,
                                            "cache": os.environ.get("GRAPHROUTE_CACHE", ".graphroute/cache"),
                                            "overrides": overrides})
     result["solver"] = solver
+    result["overrides"] = overrides
     result["load_average_end"] = load_average()
     _print(result, as_json, out_file)
 
