@@ -151,10 +151,7 @@ def scale_query(
     qs = _questions(gr, group, questions, questions_file)
     gr.close()
     routes = route or ["route2_local", "route5_unified"]
-    # the push does not read the own-page edges (the ppr stage refuses weight_title with it)
     overrides: dict[str, Any] = {} if solver == "route" else {"ppr.solver": solver}
-    if solver == "push":
-        overrides["ppr.weight_title"] = 0.0
     for item in sets or []:
         key, sep, value = item.partition("=")
         if not sep or "." not in key:
