@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from graphroute.core.lib.paths import default_cache_dir
 from rich.console import Console
 
 err = Console(stderr=True)
@@ -33,7 +34,7 @@ def _log(msg: str) -> None:
 def _engine(store: str, group: str) -> Any:
     from graphroute.core.apps.perf.perf import _engine as engine
 
-    return engine(store, group, Path(os.environ.get("GRAPHROUTE_CACHE", ".graphroute/cache")))
+    return engine(store, group, default_cache_dir())
 
 
 def part_communities(args: dict[str, Any]) -> dict[str, Any]:
@@ -159,7 +160,7 @@ def scale_query(
         overrides[key] = parse_value(value)
     _log(f"scale-query: {len(qs)} questions x {routes} on {group} ({solver})")
     result = run_part_in_process("query", {"store": store, "group": group, "questions": qs, "routes": routes,
-                                           "cache": os.environ.get("GRAPHROUTE_CACHE", ".graphroute/cache"),
+                                           "cache": str(default_cache_dir()),
                                            "overrides": overrides})
     result["solver"] = solver
     result["overrides"] = overrides
