@@ -187,6 +187,12 @@ def nodes_equal_to(nodes: Iterable[Node], prop: str, values: Collection[Any]) ->
     return sorted(out.values(), key=lambda n: n.id)
 
 
+def document_titles(store: GraphStore, group: str) -> dict[str, str]:
+    """Document id -> title ("" when it has none), for every Document of the group: what a
+    chunk's text is read with by BM25, the negative-detection lexicon and the entity graph."""
+    return {n.id: str(n.props.get("title") or "") for n in store.iter_nodes(group, Label.DOCUMENT)}
+
+
 class GraphStore(ABC):
     """Nodes, edges, properties and vectors of many isolated groups."""
 

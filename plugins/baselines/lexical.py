@@ -17,7 +17,7 @@ from typing import Any, Literal
 import numpy as np
 from graphroute.core.api.models import Evidence, Label, Node
 from graphroute.core.api.stage import QueryState, Slot, Stage, StageContext, StageKind, StageParams
-from graphroute.core.api.store import GraphStore, cache_token
+from graphroute.core.api.store import GraphStore, cache_token, document_titles
 from graphroute.core.hookspecs import hookimpl
 from graphroute.core.lib.layout import boxes_in, layout_of
 from graphroute.plugins.expanders.vector import ROLE_ANCHOR, sentence_evidence
@@ -67,9 +67,7 @@ def _tokenize(texts: list[str], stemmer: Any) -> list[list[str]]:
 def _chunk_records(store: GraphStore, group: str, label: Label = Label.CHUNK) -> list[_ChunkRecord]:
     """Every node of the group with that label (chunks, or sentences) with its document title,
     in a stable (id) order."""
-    titles: dict[str, str] = {}
-    for doc in store.iter_nodes(group, Label.DOCUMENT):
-        titles[doc.id] = str(doc.props.get("title") or "")
+    titles = document_titles(store, group)
     out = [r for r in (_record(node, titles) for node in store.iter_nodes(group, label)) if r.text.strip()]
     out.sort(key=lambda r: r.id)
     return out

@@ -48,7 +48,7 @@ from graphroute.core.api.components import (
     LLMResponse,
 )
 from graphroute.core.api.models import Edge, EdgeType, Label, Node, VectorSpace, content_hash
-from graphroute.core.api.store import batched
+from graphroute.core.api.store import batched, document_titles
 from graphroute.core.hookspecs import hookimpl
 from graphroute.core.lib import progress
 from graphroute.core.lib.entities import (
@@ -621,13 +621,8 @@ class ExtractionCache:
             self.data.update(rows)
 
 
-def document_titles(store: GraphStore, group: str) -> dict[str, str]:
-    """Document id -> title, for every Document of the group."""
-    return {n.id: str(n.props.get("title") or "") for n in store.iter_nodes(group, Label.DOCUMENT)}
-
-
 def chunk_title(chunk: Node, titles: Mapping[str, str]) -> str | None:
-    """A chunk's document title (:func:`document_titles`), else the title it carries."""
+    """A chunk's document title (:func:`~graphroute.core.api.store.document_titles`), else the title it carries."""
     return titles.get(chunk.doc_id or "") or str(chunk.props.get("title") or "") or None
 
 

@@ -30,7 +30,7 @@ import numpy as np
 from graphroute.core.api.constants import NOT_FOUND
 from graphroute.core.api.models import Citation, Evidence, Label
 from graphroute.core.api.stage import QueryState, Slot, Stage, StageContext, StageKind, StageParams
-from graphroute.core.api.store import GraphStore, per_version
+from graphroute.core.api.store import GraphStore, document_titles, per_version
 from graphroute.core.errors import LLMNotConfiguredError, RemoteCallError
 from graphroute.core.hookspecs import hookimpl
 from graphroute.core.lib.communities import (
@@ -346,7 +346,7 @@ def corpus_lexicon(store: GraphStore, group: str, *, with_pairs: bool = False) -
     store version (with the word pairs when ``with_pairs``: a second cache entry)."""
 
     def build() -> CorpusLexicon:
-        titles = {d.id: str(d.props.get("title") or "") for d in store.iter_nodes(group, Label.DOCUMENT)}
+        titles = document_titles(store, group)
         texts = (
             f"{titles.get(node.doc_id or '', '')}\n{node.props.get('text') or ''}"
             for node in store.iter_nodes(group, Label.CHUNK)
