@@ -22,6 +22,7 @@ from dataclasses import replace
 from typing import Any
 
 from graphroute.core.api.stage import QueryState, StageContext
+from graphroute.core.apps.perf.perf import PPR_FIGURES
 from graphroute.core.config.resolve import ResolvedParallel, ResolvedRoute, ResolvedStage
 
 
@@ -55,8 +56,7 @@ def compare_ppr_stage(base: type, rows: list[dict[str, Any]], *, eps: float, k: 
                 out[f"{name}_ms"] = (time.perf_counter() - t) * 1000.0
                 ranked[name] = ([e.id for e in probe.entities], _top_chunks(probe, k))
                 if name == "push":
-                    for key in ("nodes_touched", "nodes_read", "rows_read", "rounds", "queries", "eps", "error_bound",
-                                "l1_error_bound", "ranked_error", "certified"):
+                    for key in (*PPR_FIGURES, "ranked_error", "certified"):
                         out[key] = pctx.stats.get(key)
             (ex_e, ex_c), (pu_e, pu_c) = ranked["exact"], ranked["push"]
             out["entity_overlap"] = len(set(ex_e) & set(pu_e)) / len(ex_e) if ex_e else None
