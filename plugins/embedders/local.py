@@ -137,7 +137,6 @@ class OnnxModel:
             out[rows] = self.forward([encodings[i] for i in rows])
         return out
 
-
     def encode_spans(
         self, texts: Sequence[str], heads: Sequence[int], spans: Sequence[Sequence[tuple[int, int]]],
         batch_size: int = 64, max_batch_tokens: int = 1024,
