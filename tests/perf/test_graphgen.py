@@ -38,9 +38,12 @@ def test_graph_gen_writes_its_spec_and_push_ranks_as_the_exact_solver(tmp_path: 
 
         qs = questions(SPEC, 4)
         assert len(qs) == 4
-        eq = ppr_equivalence(gr, ["route2_local"], qs, eps=DEFAULT_PUSH_EPS)
+        seen: list[tuple[str, dict]] = []
+        eq = ppr_equivalence(gr, ["route2_local"], qs, eps=DEFAULT_PUSH_EPS, on_row=lambda name, row: seen.append((name, row)))
         r = eq["routes"]["route2_local"]
         assert r["questions"] == 4  # every question resolved seeds and reached ppr
+        # each comparison was handed over as it was made, the same rows the summary holds
+        assert seen == [("route2_local", row) for row in r["per_question"]]
         assert r["entity_overlap_mean"] >= 0.9 and r["chunk_overlap_mean"] >= 0.9
         # the push read part of the graph only
         assert 0 < r["nodes_touched_p50"] < sum(counts["nodes"].values())

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -32,7 +32,15 @@ def _top_chunks(state: QueryState, k: int) -> list[str]:
     return [c for c, _ in top(k)] if callable(top) else []
 
 
-def compare_ppr_stage(base: type, rows: list[dict[str, Any]], *, eps: float, k: int, tolerance: float | None = -1.0) -> type:
+def compare_ppr_stage(
+    base: type,
+    rows: list[dict[str, Any]],
+    *,
+    eps: float,
+    k: int,
+    tolerance: float | None = -1.0,
+    on_row: Callable[[dict[str, Any]], None] | None = None,
+) -> type:
     """A subclass of the ppr stage ``base`` that, before running as configured, ranks the
     question's seeds with the exact solver and with the push and appends the comparison to
     ``rows``."""
@@ -63,20 +71,28 @@ def compare_ppr_stage(base: type, rows: list[dict[str, Any]], *, eps: float, k: 
             out["chunk_overlap"] = len(set(ex_c) & set(pu_c)) / len(ex_c) if ex_c else None
             out["same_entity_order"] = ex_e == pu_e
             rows.append(out)
+            if on_row is not None:
+                on_row(out)
             super().run(state, ctx)
 
     return ComparedPPR
 
 
 def with_compared_ppr(
-    route: ResolvedRoute, rows: list[dict[str, Any]], *, eps: float, k: int, tolerance: float | None = -1.0
+    route: ResolvedRoute,
+    rows: list[dict[str, Any]],
+    *,
+    eps: float,
+    k: int,
+    tolerance: float | None = -1.0,
+    on_row: Callable[[dict[str, Any]], None] | None = None,
 ) -> ResolvedRoute:
     """``route`` with every ``ppr`` stage replaced by :func:`compare_ppr_stage`."""
 
     def swap(rs: ResolvedStage) -> ResolvedStage:
         if rs.cls.name != "ppr" or not rs.spec.enabled:
             return rs
-        return replace(rs, cls=compare_ppr_stage(rs.cls, rows, eps=eps, k=k, tolerance=tolerance))
+        return replace(rs, cls=compare_ppr_stage(rs.cls, rows, eps=eps, k=k, tolerance=tolerance, on_row=on_row))
 
     entries = [
         replace(e, branches=[[swap(rs) for rs in b] for b in e.branches]) if isinstance(e, ResolvedParallel) else swap(e)
@@ -98,17 +114,26 @@ def _median(values: Sequence[float | None]) -> float | None:
 
 
 def ppr_equivalence(
-    gr: Any, routes: Sequence[str], questions: Sequence[str], *, eps: float, k: int = 10, tolerance: float | None = -1.0
+    gr: Any,
+    routes: Sequence[str],
+    questions: Sequence[str],
+    *,
+    eps: float,
+    k: int = 10,
+    tolerance: float | None = -1.0,
+    on_row: Callable[[str, dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """Per route: the comparison of every question whose route reached its ppr stage, and
-    their means (``graphroute perf ppr-equivalence`` prints them)."""
+    their means (``graphroute perf ppr-equivalence`` prints them). ``on_row(route, row)`` sees
+    each question's comparison as soon as it is made, so a long run keeps what it measured."""
     from graphroute.core.query.runner import run_route
 
     services = gr.services()
     out: dict[str, Any] = {"eps": eps, "k": k, "tolerance": None if tolerance == -1.0 else tolerance, "backend": getattr(gr.store, "backend", ""), "routes": {}}
     for name in routes:
         rows: list[dict[str, Any]] = []
-        route = with_compared_ppr(gr.route(name), rows, eps=eps, k=k, tolerance=tolerance)
+        row_seen = None if on_row is None else (lambda row, name=name: on_row(name, row))
+        route = with_compared_ppr(gr.route(name), rows, eps=eps, k=k, tolerance=tolerance, on_row=row_seen)
         for q in questions:
             run_route(route, q, services)
         def col(key: str, rows: list[dict[str, Any]] = rows) -> list[Any]:

@@ -186,14 +186,25 @@ def ppr_equivalence(
     as_json: JsonOpt = False,
     out_file: OutOpt = None,
 ) -> None:
-    """Top-10 entities and chunks of the push against each route's exact solver, per question."""
+    """Top-10 entities and chunks of the push against each route's exact solver, per question.
+    With ``--out FILE``, each question's comparison is also appended to ``FILE.rows.jsonl`` as it
+    is made."""
     from graphroute.core.apps.perf.ppr_equivalence import ppr_equivalence as compare
     from graphroute.plugins.expanders.graph import DEFAULT_PUSH_EPS
 
     gr = _engine(store, group)
     qs = _questions(gr, group, questions, questions_file)
     tol: float | None = -1.0 if tolerance is None else (tolerance or None)
-    result = compare(gr, route or ["route2_local", "route5_unified"], qs, eps=eps or DEFAULT_PUSH_EPS, tolerance=tol)
+    rows_file = None if out_file is None else Path(f"{out_file}.rows.jsonl")
+    if rows_file is not None:
+        rows_file.write_text("")
+
+    def keep(route_name: str, row: dict[str, Any]) -> None:
+        if rows_file is not None:
+            with rows_file.open("a") as fh:
+                fh.write(json.dumps({"route": route_name, **row}, default=str) + "\n")
+
+    result = compare(gr, route or ["route2_local", "route5_unified"], qs, eps=eps or DEFAULT_PUSH_EPS, tolerance=tol, on_row=keep)
     gr.close()
     _print(result, as_json, out_file)
 
