@@ -15,7 +15,7 @@ from graphroute.core.apps.bench.bench import (
 )
 from graphroute.core.apps.bench.datasets import Dataset
 from graphroute.core.apps.bench.metrics import recall_at_k
-from graphroute.core.config.overrides import Overrides
+from graphroute.core.config.overrides import Overrides, overrides_from_mapping
 
 from .conftest import make_runner
 
@@ -157,3 +157,25 @@ def test_default_route_says_not_found_for_what_the_corpus_never_mentions(runner:
     assert reason("How do you bake sourdough bread at home?") == (True, "below_min_term_coverage")
     assert reason("Which element has the symbol Hg?") == (False, None)
     assert reason("In which year was the city near Lake Baikal founded?") == (False, None)
+
+
+def test_a_variant_runs_the_route_it_resolved_first(runner: BenchRunner, tmp_path: Path) -> None:
+    """Commands resolve every variant before the first question; a route file edited after
+    that (a rebase under a long bench) does not change the run. Overrides make the engine
+    read the file anew for each resolution, so the variant must hold on to its own."""
+    def route(first: str) -> str:
+        return f"name: mine\nstages:\n  - use: {first}\n    with: {{top_k: 10}}\n  - use: token_budget\n  - use: extractive\n"
+
+    ov = overrides_from_mapping({"token_budget.max_tokens": 32000})
+    path = tmp_path / "mine.yaml"
+    path.write_text(route("bm25"))
+    v = Variant("mine", str(path), ov)
+    first = runner.resolve(v)
+    path.write_text(route("chunk_vector"))
+    assert runner.resolve(v) is first
+
+    def ranked(variant: Variant) -> list[list[int]]:
+        return [r["ranked"] for r in runner.run_variant(variant, progress=False).per_question]
+
+    assert ranked(v) == ranked(Variant("bm25", "bm25"))
+    assert ranked(Variant("mine", str(path), ov)) == ranked(Variant("dense", "dense")) != ranked(v)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +54,8 @@ class Variant:
     label: str
     route: str
     overrides: Overrides | None = None
+    # the route as first resolved: a YAML edited while a bench runs does not change it mid-run
+    resolved: Any = field(default=None, repr=False, compare=False)
 
     def describe(self) -> dict[str, Any]:
         ov = self.overrides
@@ -234,7 +236,11 @@ class BenchRunner:
 
     # ------------------------------------------------------------------ running
     def resolve(self, variant: Variant) -> Any:
-        return self.engine.route(variant.route, variant.overrides)
+        """The variant's route, read and checked once (commands resolve every variant before
+        the first question, so a bad or edited route file is caught or ignored up front)."""
+        if variant.resolved is None:
+            variant.resolved = self.engine.route(variant.route, variant.overrides)
+        return variant.resolved
 
     def run_variant(self, variant: Variant, *, progress: bool = True) -> VariantRun:
         from graphroute.core.lib.progress import track
