@@ -455,6 +455,30 @@ class GraphStore(ABC):
         store), and a caller ranks in the client."""
         return None
 
+    def match_text(
+        self,
+        group: str,
+        clauses: Sequence[Sequence[str]],
+        limit: int,
+        *,
+        fuzzy: bool = False,
+        near: Sequence[str] = (),
+        label: str = Label.CHUNK,
+    ) -> list[str] | None:
+        """The indexed texts (document title, a line break, the text) of at most ``limit`` of
+        the group's nodes of ``label`` whose full-text index entry matches every clause (any
+        one word of a clause), best first; ``near``: words whose standing close together
+        ranks a text first. ``fuzzy``: a word also matches terms an edit or two away. The
+        index analyses words its own way (a stemmer; accents kept), so these are candidates
+        a caller checks with its own word rules. None when the backend keeps no full-text
+        index of the label (the embedded store: a caller reads the group itself)."""
+        return None
+
+    def count_text(self, group: str, word: str, *, label: str = Label.CHUNK) -> int | None:
+        """How many of the group's nodes of ``label`` the full-text index matches with
+        ``word`` (as the index analyses it: a document frequency); None without such an index."""
+        return None
+
     def count_nodes(self, group: str, label: str) -> int:
         """How many nodes of ``label`` the group holds. The default counts a scan; a backend
         counts its (group, label) index."""

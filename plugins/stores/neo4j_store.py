@@ -64,6 +64,7 @@ from graphroute.core.api.store import (
     load_props,
     nodes_equal_to,
     patched_meta,
+    per_version,
 )
 from graphroute.core.errors import StoreError, StoreUnavailableError
 from graphroute.core.hookspecs import hookimpl
@@ -103,6 +104,24 @@ TEXT_INDEXES: dict[str, tuple[str, str]] = {"TextChunk": ("text", "gr_text"), "S
 SENTENCE_TEXT_FLAG = "sentence_text"
 _META_MERGE = f"MERGE (m:GRMeta {{group: $g}}) ON CREATE SET m.{SENTENCE_TEXT_FLAG} = true"  # wherever it may be made
 _LUCENE_TERM = re.compile(r"\w+", re.UNICODE)
+NEAR_SLOP = 3  # match_text's ``near``: the words within three positions, either order
+
+
+def _lucene_any(words: Sequence[str], fuzzy: bool) -> str:
+    """A Lucene clause matching any of ``words`` (each its word characters only, so no query
+    syntax reaches the parser; a word of several parts as a phrase). ``fuzzy``: a one-part
+    word also matches terms within one edit (two from six characters): the index keeps
+    accents and stems, so a caller's folded or differently inflected spelling still finds
+    the texts it then checks itself."""
+    out: list[str] = []
+    for w in words:
+        parts = _LUCENE_TERM.findall(w)
+        if len(parts) > 1:
+            out.append('"' + " ".join(parts) + '"')
+        elif parts:
+            t = parts[0]
+            out.append(f"{t} {t}~{1 if len(t) < 6 else 2}" if fuzzy and len(t) > 2 else t)
+    return f"({' '.join(out)})" if out else ""
 _EDGE_SET = "SET r.group = $g, r.doc_id = row.doc_id, r.props = row.props"
 SCHEMA_ATTEMPTS = 5  # tries of one schema statement on a transient error (deadlock between two new stores)
 T = TypeVar("T")
@@ -1012,11 +1031,8 @@ class Neo4jStore(GraphStore):
         return int(rows[0]["c"]) if rows else 0
 
     def search_text(self, group: str, query: str, k: int, *, label: str = Label.CHUNK) -> list[tuple[str, float]] | None:
-        # The index holds every group's chunks (or sentences): ask for more hits than k and
-        # keep the group's, more again while the group's are crowded out (as vector_search does).
         if str(label) not in TEXT_INDEXES:
             return None
-        index = TEXT_INDEXES[str(label)][1]
         if str(label) == Label.SENTENCE:
             flag = self._query("text index", f"MATCH (m:GRMeta {{group: $g}}) RETURN m.{SENTENCE_TEXT_FLAG} AS f", g=group)
             if not flag or not flag[0]["f"]:
@@ -1025,24 +1041,68 @@ class Neo4jStore(GraphStore):
         if k <= 0 or not terms:
             return []
         lucene = " ".join(terms)  # word characters only: no Lucene syntax reaches the parser
+        hits = self._fulltext(TEXT_INDEXES[str(label)][1], lucene, group, k)
+        # equal scores by id, so a tie at the k-th place does not depend on the index's order
+        return [(i, sc) for i, sc, _ in sorted(hits, key=lambda h: (-h[1], h[0]))[:k]]
+
+    def _fulltext(self, index: str, lucene: str, group: str, k: int, *, texts: bool = False) -> list[tuple[str, float, str]]:
+        """(id, score, indexed text or "") of the group's hits of a Lucene query, at least
+        ``k`` of them when there are (all that one fetch returned), in the index's order. The index holds every group's nodes: ask for more hits than k
+        and keep the group's, more again while the group's are crowded out (as vector_search
+        does)."""
         fetch = k * max(self.oversample, 1)
+        text = "node.p_" + next(c for c, i in TEXT_INDEXES.values() if i == index) if texts else "''"
         while True:
             rows = self._query(
                 "full-text search",
                 f"CALL db.index.fulltext.queryNodes('{index}', $q, {{limit: $fetch}}) YIELD node, score "
-                "WITH collect(CASE WHEN node.group = $g THEN [node.id, score] END) AS mine, count(*) AS seen "
+                f"WITH collect(CASE WHEN node.group = $g THEN [node.id, score, {text}] END) AS mine, count(*) AS seen "
                 "RETURN mine, seen",
                 q=lucene,
                 fetch=fetch,
                 g=group,
             )
-            mine = [(str(i), float(sc)) for i, sc in rows[0]["mine"]] if rows else []
+            mine = [(str(i), float(sc), str(t or "")) for i, sc, t in rows[0]["mine"]] if rows else []
             seen = int(rows[0]["seen"]) if rows else 0
             if len(mine) >= k or seen < fetch:  # enough, or the index has no more matches
-                break
+                return mine
             fetch *= 8
-        # equal scores by id, so a tie at the k-th place does not depend on the index's order
-        return sorted(mine, key=lambda h: (-h[1], h[0]))[:k]
+
+    def match_text(
+        self,
+        group: str,
+        clauses: Sequence[Sequence[str]],
+        limit: int,
+        *,
+        fuzzy: bool = False,
+        near: Sequence[str] = (),
+        label: str = Label.CHUNK,
+    ) -> list[str] | None:
+        if str(label) not in TEXT_INDEXES or str(label) == Label.SENTENCE:
+            return None  # chunks only: every group's chunks are in gr_text
+        required = [q for q in (_lucene_any(c, fuzzy) for c in clauses) if q]
+        if limit <= 0 or not required:
+            return []
+        lucene = " ".join(f"+{q}" for q in required)
+        words = [t for w in near for t in _LUCENE_TERM.findall(w)]
+        if len(words) > 1:  # optional: ranks the texts where the words stand close first
+            lucene += f' "{" ".join(words)}"~{NEAR_SLOP}^4'
+        return [t for _, _, t in self._fulltext(TEXT_INDEXES[str(label)][1], lucene, group, limit, texts=True)[:limit]]
+
+    def count_text(self, group: str, word: str, *, label: str = Label.CHUNK) -> int | None:
+        if str(label) not in TEXT_INDEXES or str(label) == Label.SENTENCE:
+            return None
+        lucene = _lucene_any([word], False)
+        if not lucene:
+            return 0
+        rows = self._query(
+            "full-text count",
+            f"CALL db.index.fulltext.queryNodes('{TEXT_INDEXES[str(label)][1]}', $q) YIELD node "
+            "WHERE node.group = $g RETURN count(node) AS c",
+            q=lucene,
+            g=group,
+        )
+        return int(rows[0]["c"]) if rows else 0
 
     def vector_search(
         self,
@@ -1073,7 +1133,8 @@ class Neo4jStore(GraphStore):
             ids = list(dict.fromkeys(restrict_to))
             self.last_search_path = "exact"
             return self._exact(group, prop, qv, k, ids) if ids else []
-        n = self._count_vectors(group, prop)
+        # counted once per store version: the count reads every node of the group
+        n = per_version(self, group, ("vector_count", prop), lambda: self._count_vectors(group, prop))
         if n <= max(self.exact_max, k):
             self.last_search_path = "exact"
             return self._exact(group, prop, qv, k, None)

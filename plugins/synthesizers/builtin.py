@@ -24,7 +24,7 @@ import unicodedata
 from collections.abc import Callable, Iterable, Sequence, Set
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import numpy as np
 from graphroute.core.api.constants import NOT_FOUND
@@ -357,6 +357,90 @@ def corpus_lexicon(store: GraphStore, group: str, *, with_pairs: bool = False) -
     return per_version(store, group, key, build)
 
 
+class CorpusTerms(Protocol):
+    """What negative detection asks of the corpus: a :class:`CorpusLexicon` held in the
+    client, or :class:`StoreTerms` reading the store's full-text index per question."""
+
+    def idf(self, term: str) -> float: ...
+
+    def knows(self, word: str) -> bool: ...
+
+    def has_together(self, words: Sequence[str]) -> bool: ...
+
+    def has_pair(self, a: str, b: str) -> bool: ...
+
+
+# Candidate chunks StoreTerms reads per look-up, best first by the index: a check holds as
+# soon as one candidate passes it, and the index ranks the texts holding the exact words
+# (and, for a pair, holding them close) first.
+STORE_CANDIDATES = 50
+
+
+class StoreTerms:
+    """:class:`CorpusLexicon`'s answers through the store's full-text index of the chunks:
+    the index finds candidate chunks (fuzzily, as it stems words and keeps accents), and the
+    same word rules as the lexicon's decide on their texts, so nothing of the corpus stays
+    in the client. Document frequencies are the index's (its stemmed terms). One instance
+    per question: it remembers its look-ups, nothing else."""
+
+    def __init__(self, store: GraphStore, group: str, candidates: int = STORE_CANDIDATES) -> None:
+        self.store, self.group, self.candidates = store, group, candidates
+        self._passages: int | None = None
+        self._variants: dict[str, list[str]] = {}
+        self._df: dict[str, int] = {}
+
+    def _texts(self, clauses: Sequence[Sequence[str]], near: Sequence[str] = ()) -> list[str]:
+        return self.store.match_text(self.group, clauses, self.candidates, fuzzy=True, near=near) or []
+
+    def variants(self, word: str) -> list[str]:
+        """As :meth:`CorpusLexicon.variants`, over the candidates' words."""
+        if word not in self._variants:
+            terms = frozenset().union(*(content_terms(t) for t in self._texts([[word]])))
+            if word in terms:
+                self._variants[word] = [word]
+            else:
+                self._variants[word] = [] if len(word) < 6 else difflib.get_close_matches(word, sorted(terms), n=3, cutoff=0.85)
+        return self._variants[word]
+
+    def knows(self, word: str) -> bool:
+        return bool(self.variants(word))
+
+    def idf(self, term: str) -> float:
+        if self._passages is None:
+            self._passages = self.store.count_nodes(self.group, Label.CHUNK)
+        if term not in self._df:
+            df = self.store.count_text(self.group, term) or 0
+            if not df:  # the index may hold the word with its accents: count that spelling
+                spelling = next((w for t in self._texts([[term]]) for w in _WORD_RE.findall(t) if _norm(w) == term), None)
+                if spelling and spelling != term:
+                    df = self.store.count_text(self.group, spelling) or 0
+            self._df[term] = df
+        return math.log((self._passages + 1) / (self._df[term] + 0.5))
+
+    def has_together(self, words: Sequence[str]) -> bool:
+        options = [self.variants(w) for w in words]
+        if not all(options):
+            return False
+        if len(options) < 2:
+            return True
+        sets = [frozenset(o) for o in options]
+        return any(all(terms & s for s in sets) for terms in map(content_terms, self._texts(options)))
+
+    def has_pair(self, a: str, b: str) -> bool:
+        keys = {_pair_key(a, b), _pair_key(b, a)}
+        return any(not keys.isdisjoint(word_pairs(t)) for t in self._texts([[a], [b]], near=[a, b]))
+
+
+def corpus_terms(store: GraphStore, group: str, *, with_pairs: bool = False) -> CorpusTerms:
+    """The group's corpus for negative detection: through the store's full-text index when
+    it keeps one (:class:`StoreTerms`; nothing corpus-sized in the client), else the
+    group's :class:`CorpusLexicon`, built once per store version (the embedded store: the
+    process holds the data anyway)."""
+    if store.match_text(group, (), 0) is not None:
+        return StoreTerms(store, group)
+    return corpus_lexicon(store, group, with_pairs=with_pairs)
+
+
 _MODIFIER_POS = frozenset({"NOUN", "PROPN", "ADJ"})
 
 
@@ -402,7 +486,7 @@ def question_nouns(question: str) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def term_coverage(question: str, texts: Sequence[str], lexicon: CorpusLexicon) -> float:
+def term_coverage(question: str, texts: Sequence[str], lexicon: CorpusTerms) -> float:
     """IDF-weighted share of the question's content terms that occur in ``texts``."""
     q = content_terms(question)
     if not q:
@@ -418,7 +502,7 @@ def negative_reason(
     question: str,
     evidence: Sequence[Evidence],
     floor: NegativeFloor,
-    lexicon: Callable[[], CorpusLexicon] | None = None,
+    lexicon: Callable[[], CorpusTerms] | None = None,
 ) -> tuple[str | None, dict[str, Any]]:
     """Why the context cannot answer (None when it may), with the figures checked.
 
@@ -463,11 +547,11 @@ def negative_reason(
     return None, info
 
 
-def stage_lexicon(ctx: StageContext, floor: NegativeFloor) -> Callable[[], CorpusLexicon]:
-    """The lexicon of the group a stage runs on (with word pairs when the floor checks name
-    phrases), built on first call."""
+def stage_lexicon(ctx: StageContext, floor: NegativeFloor) -> Callable[[], CorpusTerms]:
+    """The corpus of the group a stage runs on (:func:`corpus_terms`; with word pairs when
+    the floor checks name phrases), made on first call."""
     pairs = floor.names_in_corpus and floor.name_phrases
-    return lambda: corpus_lexicon(ctx.services.store, ctx.group, with_pairs=pairs)
+    return lambda: corpus_terms(ctx.services.store, ctx.group, with_pairs=pairs)
 
 
 def answer_not_found(state: QueryState, ctx: StageContext, reason: str) -> None:

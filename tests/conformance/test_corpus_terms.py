@@ -1,0 +1,79 @@
+"""Negative detection's corpus look-ups on every backend: on Neo4j through the store's
+full-text index of the chunks (StoreTerms: no lexicon of the group is built in the client),
+on the embedded store through the group's CorpusLexicon; both answer as a lexicon built from
+the same texts does."""
+
+from __future__ import annotations
+
+import pytest
+from graphroute.core.api.models import Evidence, Label, Node
+from graphroute.core.api.store import GraphStore
+from graphroute.plugins.synthesizers import builtin
+from graphroute.plugins.synthesizers.builtin import CorpusLexicon, NegativeFloor, StoreTerms, corpus_terms, negative_reason
+
+DOCS = [
+    ("Travel policy", "Travel requests are approved by the employee's line manager."),
+    ("Hollins Freight", "Hollins Freight plc signed the subscription agreement on 1 April 2023."),
+    ("Offices", "The Bristol office is open from 07:00 to 20:00. Gdańsk has a smaller office."),
+    ("Aschenbrödel", "Aschenbrödel is a ballet by Johann Strauss II."),
+    ("Leave", "Annual leave is 27 days. Leave requests are approved in Meadow."),
+    ("Roamwise", "The travel agency Roamwise books flights for employees."),
+    ("Steam", "A fist of iron and the power of steam."),
+    ("Fawell", "Harris W. Fawell was born in 1929 in West Chicago."),
+]
+
+
+def chunks(group: str, docs: list[tuple[str, str]], prefix: str = "c") -> list[Node]:
+    out = []
+    for i, (title, text) in enumerate(docs):
+        out.append(Node(id=f"{prefix}d{i}", label=Label.DOCUMENT, group=group, doc_id=f"{prefix}d{i}", props={"title": title}))
+        out.append(Node(id=f"{prefix}{i:03d}", label=Label.CHUNK, group=group, doc_id=f"{prefix}d{i}",
+                        props={"text": text, "document": title, "index": 0}))
+    return out
+
+
+QUESTIONS = [
+    "When did Hollins Freight sign the agreement?",
+    "What is the capital of France?",
+    "When does the lease of the Gdańsk office end?",
+    "Who composed the ballet Aschenbrodl?",  # a spelling variant of a long word
+    "Where was Harris W. Fawell born?",  # a name's words one word apart
+    "When was the country that produced Fist Power taken?",  # both words known, never side by side
+    "Did Bristol Hollins approve the leave?",  # both known, never in one chunk
+    "Which travel agency books flights for employees?",
+]
+
+
+def test_corpus_look_ups_answer_as_the_lexicon(store: GraphStore, make_group: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    group, crowd = make_group(), make_group()  # type: ignore[operator]
+    store.write(group, chunks(group, DOCS))
+    # another group holding a France passage and the words side by side: never this group's answer
+    store.write(crowd, chunks(crowd, [("France", "Paris is the capital of France. Fist Power, Bristol Hollins.")] * 30, prefix="x"))
+    built: list[str] = []
+    real = builtin.corpus_lexicon
+
+    def counted(store: GraphStore, group: str, *, with_pairs: bool = False) -> CorpusLexicon:
+        built.append(group)
+        return real(store, group, with_pairs=with_pairs)
+
+    monkeypatch.setattr(builtin, "corpus_lexicon", counted)
+    terms = corpus_terms(store, group, with_pairs=True)
+    lex = CorpusLexicon.build((f"{t}\n{x}" for t, x in DOCS), with_pairs=True)
+    if store.backend == "embedded":
+        assert isinstance(terms, CorpusLexicon) and built == [group]
+    else:
+        assert isinstance(terms, StoreTerms)
+        assert not built  # no lexicon of the group is built in the client
+    for words in [("hollin", "freight"), ("gdansk",), ("aschenbrodl",), ("france",), ("bristol", "hollin"), ("meadw",), ("harri", "fawell")]:
+        assert terms.has_together(words) == lex.has_together(words), words
+    for a, b in [("harri", "fawell"), ("fist", "power"), ("hollin", "freight"), ("bristol", "hollin")]:
+        assert terms.has_pair(a, b) == lex.has_pair(a, b), (a, b)
+    for word in ["office", "gdansk", "pension", "aschenbrodl"]:
+        assert terms.knows(word) == lex.knows(word), word
+    for word in ["france", "freight", "office", "travel", "gdansk"]:  # the same document frequency
+        assert terms.idf(word) == pytest.approx(lex.idf(word)), word
+    floor = NegativeFloor(names_in_corpus=True, name_phrases=True, min_term_coverage=0.2)
+    evidence = [Evidence(id="e", text=DOCS[5][1], score=1.0, document="d", document_id="d")]
+    for q in QUESTIONS:
+        got = negative_reason(q, evidence, floor, lambda: corpus_terms(store, group, with_pairs=True))
+        assert got == negative_reason(q, evidence, floor, lambda: lex), q
