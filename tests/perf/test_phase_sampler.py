@@ -36,3 +36,19 @@ def test_no_observer_no_effect() -> None:
         enter_phase("y")
     enter_phase("z")  # outside the block: nobody is told
     assert seen == ["x", "y"]
+
+
+def test_without_resets_the_kernel_keeps_the_whole_peak() -> None:
+    """``reset=False`` (scale-query --no-phase-peaks): the kernel's own peak, which
+    /usr/bin/time -v reads, still holds the first phase's block when the last phase ends."""
+    import resource
+
+    sampler = perf.PhaseSampler(reset=False)
+    with observe_phases(sampler):
+        enter_phase("big")
+        block = np.ones(40_000_000, dtype=np.float64)  # 320 MB, touched
+        del block
+        enter_phase("small")
+    result = sampler.finish()
+    assert not result["exact"]
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0 >= result["phases"]["big"]["peak_mb"] >= 300

@@ -139,8 +139,12 @@ class PhaseSampler:
     route) the sampler reads the peak of the phase that ends and resets it, so every phase
     gets its own exact peak. The reset also lowers ``ru_maxrss``, so the process peak seen
     so far is kept in ``_PEAK_FLOOR_KB`` and :func:`peak_rss_mb` reports the maximum of
-    both: sampling never makes the benchmark measure less. Where the reset is refused, the
-    peaks are cumulative (``exact`` False).
+    both: sampling never makes the benchmark measure less. Where the reset is refused, or
+    ``reset`` is False, the peaks are cumulative (``exact`` False).
+
+    A tool outside the process that reads the kernel's peak (``/usr/bin/time -v``, a
+    parent's ``wait4``) sees only the peak since the last reset, i.e. the last phase's: with
+    ``reset`` False the kernel's figure is the process's whole peak again.
 
     Per phase name (a phase is entered many times: parse, embed and write alternate):
     ``peak_mb`` the highest RSS inside it, ``above_entry_mb`` the most it ever rose above the
@@ -148,8 +152,9 @@ class PhaseSampler:
     it was last left (memory kept, e.g. by the allocator), ``entries`` and ``seconds``.
     """
 
-    def __init__(self) -> None:
-        self.exact = self._reset()
+    def __init__(self, reset: bool = True) -> None:
+        self.resets = reset
+        self.exact = self._reset() if reset else False
         self.phases: dict[str, dict[str, float]] = {}
         self._current: str | None = "setup"  # until the part announces its first phase
         self._entry_kb = _status_kb("VmRSS") or 0
@@ -190,7 +195,7 @@ class PhaseSampler:
         rec["rss_after_mb"] = round(rss / 1024.0, 1)
         rec["entries"] += 1
         rec["seconds"] = round(rec["seconds"] + time.perf_counter() - self._t, 2)
-        self.exact = self._reset() and self.exact
+        self.exact = self.resets and self._reset() and self.exact
 
     def finish(self) -> dict[str, Any]:
         """Close the open phase; the per-phase figures (JSON-ready)."""
@@ -750,7 +755,9 @@ def _question_spacy_call(route: Any) -> Callable[[str], Any] | None:
 
 def part_query(args: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"load_average_before": load_average()}
-    sampler = PhaseSampler()  # which route holds the memory, when the peak is too high
+    # which route holds the memory, when the peak is too high (``phase_peaks`` False: the
+    # kernel's high-water mark is left alone, so /usr/bin/time -v reports the whole peak)
+    sampler = PhaseSampler(reset=args.get("phase_peaks", True))
     gr = _engine(args["store"], args["group"], Path(args["cache"]))
     res = query_suite(gr, args["group"], args["questions"], args["routes"], phase=sampler, overrides=args.get("overrides"))
     gr.close()

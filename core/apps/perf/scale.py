@@ -141,6 +141,10 @@ def scale_query(
     solver: Annotated[str, typer.Option("--solver", metavar="SOLVER", help="push, or 'route' for each route's own solver")] = "push",
     sets: Annotated[list[str] | None, typer.Option("--set", metavar="ID.PARAM=VALUE",
                                                    help="override a stage parameter of every route (repeatable)")] = None,
+    phase_peaks: Annotated[bool, typer.Option(
+        "--phase-peaks/--no-phase-peaks",
+        help="each route's own peak RSS (resets the kernel's high-water mark, so /usr/bin/time -v then shows "
+             "only the last route's peak; peak_rss_mb is the whole run's either way)")] = True,
     as_json: JsonOpt = False,
     out_file: OutOpt = None,
 ) -> None:
@@ -161,7 +165,7 @@ def scale_query(
     _log(f"scale-query: {len(qs)} questions x {routes} on {group} ({solver})")
     result = run_part_in_process("query", {"store": store, "group": group, "questions": qs, "routes": routes,
                                            "cache": str(default_cache_dir()),
-                                           "overrides": overrides})
+                                           "overrides": overrides, "phase_peaks": phase_peaks})
     result["solver"] = solver
     result["overrides"] = overrides
     result["load_average_end"] = load_average()
