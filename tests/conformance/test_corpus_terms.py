@@ -9,7 +9,13 @@ import pytest
 from graphroute.core.api.models import Evidence, Label, Node
 from graphroute.core.api.store import GraphStore
 from graphroute.plugins.synthesizers import builtin
-from graphroute.plugins.synthesizers.builtin import CorpusLexicon, NegativeFloor, StoreTerms, corpus_terms, negative_reason
+from graphroute.plugins.synthesizers.builtin import (
+    CorpusLexicon,
+    NegativeFloor,
+    StoreTerms,
+    corpus_terms,
+    negative_reason,
+)
 
 DOCS = [
     ("Travel policy", "Travel requests are approved by the employee's line manager."),
