@@ -237,6 +237,12 @@ class GraphStore(ABC):
     def version(self, group: str) -> int:
         """A counter that changes on every write to the group."""
 
+    def upgrade_group(self, group: str) -> list[str]:
+        """Bring a group written by an older graphroute up to what this backend's queries
+        expect (Neo4j: the full-text index of its sentences); what it did, one line a change
+        (none when there was nothing to do). The indexer calls it before each run."""
+        return []
+
     # ------------------------------------------------------------------ writes
     @abstractmethod
     def write(

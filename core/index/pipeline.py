@@ -90,6 +90,7 @@ class IndexReport:
     sentences_written: int = 0  # sentences (re)built in this run
     steps: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    upgrades: list[str] = field(default_factory=list)  # what the store did to a group an older graphroute wrote
     parse: dict[str, int] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     embedding_cache: dict[str, int] = field(default_factory=dict)
@@ -117,6 +118,7 @@ class IndexReport:
             "sentences_per_second": round(self.sentences_written / self.seconds, 1) if self.seconds > 0 else 0.0,
             "steps": self.steps,
             "warnings": list(self.warnings),
+            "upgrades": list(self.upgrades),
             "parse": dict(self.parse),
             "timings": {k: round(v, 3) for k, v in self.timings.items()},
             "embedding_cache": dict(self.embedding_cache),
@@ -227,6 +229,7 @@ class Indexer:
         t0 = time.perf_counter()
         indexed_at = datetime.now(UTC).isoformat(timespec="seconds")
         report = IndexReport()
+        report.upgrades = self.store.upgrade_group(self.group)
         profile_json = self.profile.model_dump(by_alias=True, mode="json")
         model_id = self.embedder().model_id  # the runtime too: its vectors differ (EMBEDDER_MODEL_META)
         parse_fp = fingerprint([profile_json["segmenter"], profile_json["embedder"], profile_json["parse"], model_id]

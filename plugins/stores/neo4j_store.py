@@ -102,9 +102,20 @@ TEXT_INDEXES: dict[str, tuple[str, str]] = {"TextChunk": ("text", "gr_text"), "S
 # group's meta node is made, and when the group is emptied); a group written before the
 # sentence index existed lacks it, and its sentences are ranked in the client instead.
 SENTENCE_TEXT_FLAG = "sentence_text"
+UPGRADE_BATCH = 5_000  # sentences per transaction when upgrade_group indexes a group's text
 _META_MERGE = f"MERGE (m:GRMeta {{group: $g}}) ON CREATE SET m.{SENTENCE_TEXT_FLAG} = true"  # wherever it may be made
 _LUCENE_TERM = re.compile(r"\w+", re.UNICODE)
 NEAR_SLOP = 3  # match_text's ``near``: the words within three positions, either order
+
+
+def _indexed_text(label: str, props: Mapping[str, Any]) -> str | None:
+    """What a node of ``label`` puts in its full-text index: its document's title, a line
+    break, its text; None for a label without one, or no text."""
+    text = props.get("text")
+    if label not in TEXT_INDEXES or not isinstance(text, str) or not text.strip():
+        return None
+    title = props.get("document") or props.get("title")
+    return f"{title}\n{text}" if title else text
 
 
 def _lucene_any(words: Sequence[str], fuzzy: bool) -> str:
@@ -562,13 +573,11 @@ class Neo4jStore(GraphStore):
             for p in INDEXED_PROPS:
                 v = n.props.get(p)
                 row[p] = v if is_scalar(v) else None
-            text = n.props.get("text")
-            title = n.props.get("document") or n.props.get("title")
-            indexed = str(n.label) in TEXT_INDEXES and isinstance(text, str) and bool(text.strip())
             for column, _ in TEXT_INDEXES.values():
                 row[column] = None
-            if indexed:
-                row[TEXT_INDEXES[str(n.label)][0]] = f"{title}\n{text}" if title else str(text)
+            text = _indexed_text(str(n.label), n.props)
+            if text is not None:
+                row[TEXT_INDEXES[str(n.label)][0]] = text
             node_rows.append(row)
         edge_rows: dict[str, list[dict[str, Any]]] = {}
         for e in edges:
@@ -808,6 +817,35 @@ class Neo4jStore(GraphStore):
             self._bump(tx, group)
 
         self._write_tx("delete_group", work)
+
+    def upgrade_group(self, group: str) -> list[str]:
+        # A group written before the sentence index existed: index its sentences' text
+        # (read in id order, a batch at a time), then set the flag search_text checks.
+        flag = self._query("text index", f"MATCH (m:GRMeta {{group: $g}}) RETURN m.{SENTENCE_TEXT_FLAG} AS f", g=group)
+        if not flag or flag[0]["f"]:
+            return []
+        after, done = "", 0
+        while True:
+            rows = self._query(
+                "sentences to index",
+                "MATCH (n:GRNode {group: $g, label: $l}) WHERE n.id > $after "
+                "RETURN n.id AS id, n.props AS props ORDER BY n.id LIMIT $n",
+                g=group, l=str(Label.SENTENCE), after=after, n=UPGRADE_BATCH,
+            )
+            if not rows:
+                break
+            texts = [{"id": r["id"], "t": _indexed_text(str(Label.SENTENCE), load_props(r["props"]))} for r in rows]
+            self._write_tx("index sentences", lambda tx, texts=texts: tx.run(
+                "UNWIND $rows AS r MATCH (n:GRNode {group: $g, id: r.id}) SET n.p_sentence = r.t", rows=texts, g=group,
+            ).consume())
+            after, done = str(rows[-1]["id"]), done + len(rows)
+
+        def flag_set(tx: ManagedTransaction) -> None:
+            tx.run(f"MATCH (m:GRMeta {{group: $g}}) SET m.{SENTENCE_TEXT_FLAG} = true", g=group).consume()
+            self._bump(tx, group)
+
+        self._write_tx("index sentences", flag_set)
+        return [f"indexed the text of {done:,} sentences in {TEXT_INDEXES[str(Label.SENTENCE)][1]}"]
 
     # ------------------------------------------------------------------ reads
     @staticmethod

@@ -215,3 +215,18 @@ def test_profile_change_reparses_everything(make_indexer, corpus: Path) -> None:
 def test_indexer_accepts_profile_names(store: GraphStore, registry, settings) -> None:  # type: ignore[no-untyped-def]
     ix = Indexer(store, "g", registry=registry, settings=settings, profile="default")
     assert isinstance(ix.profile, IndexProfile) and ix.profile.name == "default"
+
+
+def test_each_run_first_brings_the_group_up_to_date(make_indexer, store: GraphStore, corpus: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """GraphStore.upgrade_group runs before the documents (Neo4j indexes the sentences of a
+    group written before its sentence index there, tests/conformance/test_text_search.py);
+    the report says what it did."""
+    calls: list[str] = []
+
+    def upgrade(group: str) -> list[str]:
+        calls.append(group)
+        return ["indexed the text of 3 sentences"] if len(calls) == 1 else []
+
+    monkeypatch.setattr(store, "upgrade_group", upgrade)
+    assert make_indexer().index_paths([corpus]).to_json()["upgrades"] == ["indexed the text of 3 sentences"]
+    assert make_indexer().index_paths([corpus]).to_json()["upgrades"] == [] and calls == ["g", "g"]

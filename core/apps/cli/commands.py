@@ -226,6 +226,8 @@ def _print_index_report(data: dict[str, Any]) -> None:
     if data.get("models"):
         loads = ", ".join(f"{name} {s:.1f} s" for name, s in data["models"].items())
         out.print(f"[dim]models loaded: {loads}[/]", highlight=False)
+    for line in data.get("upgrades", []):
+        out.print(f"group brought up to date: {line}", highlight=False)
     for f in data.get("skipped", []):
         err.print(f"[yellow]warning: skipped[/] {f['path']}: {f['reason']}", highlight=False, markup=True)
     for f in data.get("failed", []):
