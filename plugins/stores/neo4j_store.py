@@ -105,7 +105,13 @@ SENTENCE_TEXT_FLAG = "sentence_text"
 UPGRADE_BATCH = 5_000  # sentences per transaction when upgrade_group indexes a group's text
 _META_MERGE = f"MERGE (m:GRMeta {{group: $g}}) ON CREATE SET m.{SENTENCE_TEXT_FLAG} = true"  # wherever it may be made
 _LUCENE_TERM = re.compile(r"\w+", re.UNICODE)
+_EDGE_SET = "SET r.group = $g, r.doc_id = row.doc_id, r.props = row.props"
+SCHEMA_ATTEMPTS = 5  # tries of one schema statement on a transient error (deadlock between two new stores)
+T = TypeVar("T")
 NEAR_SLOP = 3  # match_text's ``near``: the words within three positions, either order
+STEM_TRIM = 3  # letters a fuzzy look-up drops from a long word's end (the stemmer drops a suffix)
+# a word as Lucene's tokenizer keeps it: letters and digits, inner apostrophes ("it'll")
+_LUCENE_WORD = re.compile(r"\w+(?:['’]\w+)*", re.UNICODE)
 
 
 def _indexed_text(label: str, props: Mapping[str, Any]) -> str | None:
@@ -119,23 +125,27 @@ def _indexed_text(label: str, props: Mapping[str, Any]) -> str | None:
 
 
 def _lucene_any(words: Sequence[str], fuzzy: bool) -> str:
-    """A Lucene clause matching any of ``words`` (each its word characters only, so no query
-    syntax reaches the parser; a word of several parts as a phrase). ``fuzzy``: a one-part
-    word also matches terms within one edit (two from six characters): the index keeps
-    accents and stems, so a caller's folded or differently inflected spelling still finds
-    the texts it then checks itself."""
+    """A Lucene clause matching any of ``words`` (each its word characters and inner
+    apostrophes only, so no query syntax reaches the parser; a word of several parts as a
+    phrase). ``fuzzy``: a one-part word also matches terms within one edit (two from six
+    characters), and a long word's first letters within two (the index holds stems, which
+    Lucene does not derive for a fuzzy term: "margraviate" is held as "margravi"); the index
+    also keeps accents, so a caller's folded or otherwise spelled word still finds the
+    texts it then checks itself."""
     out: list[str] = []
     for w in words:
-        parts = _LUCENE_TERM.findall(w)
+        parts = _LUCENE_WORD.findall(w)
         if len(parts) > 1:
             out.append('"' + " ".join(parts) + '"')
         elif parts:
             t = parts[0]
-            out.append(f"{t} {t}~{1 if len(t) < 6 else 2}" if fuzzy and len(t) > 2 else t)
+            out.append(t)
+            if fuzzy and len(t) > 2:
+                out.append(f"{t}~{1 if len(t) < 6 else 2}")
+            if fuzzy and len(t) > STEM_TRIM + 4:
+                out.append(f"{t[:-STEM_TRIM]}~2")
     return f"({' '.join(out)})" if out else ""
-_EDGE_SET = "SET r.group = $g, r.doc_id = row.doc_id, r.props = row.props"
-SCHEMA_ATTEMPTS = 5  # tries of one schema statement on a transient error (deadlock between two new stores)
-T = TypeVar("T")
+
 
 _SCHEMA = (
     "CREATE CONSTRAINT gr_node_key IF NOT EXISTS FOR (n:GRNode) REQUIRE (n.group, n.id) IS UNIQUE",
@@ -1122,7 +1132,7 @@ class Neo4jStore(GraphStore):
         if limit <= 0 or not required:
             return []
         lucene = " ".join(f"+{q}" for q in required)
-        words = [t for w in near for t in _LUCENE_TERM.findall(w)]
+        words = [t for w in near for t in _LUCENE_WORD.findall(w)]
         if len(words) > 1:  # optional: ranks the texts where the words stand close first
             lucene += f' "{" ".join(words)}"~{NEAR_SLOP}^4'
         return [t for _, _, t in self._fulltext(TEXT_INDEXES[str(label)][1], lucene, group, limit, texts=True)[:limit]]

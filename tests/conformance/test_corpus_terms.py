@@ -26,6 +26,7 @@ DOCS = [
     ("Roamwise", "The travel agency Roamwise books flights for employees."),
     ("Steam", "A fist of iron and the power of steam."),
     ("Fawell", "Harris W. Fawell was born in 1929 in West Chicago."),
+    ("Brandenburg", "The Margraviate of Brandenburg was a principality. It'll Be Me is a song."),
 ]
 
 
@@ -47,6 +48,8 @@ QUESTIONS = [
     "When was the country that produced Fist Power taken?",  # both words known, never side by side
     "Did Bristol Hollins approve the leave?",  # both known, never in one chunk
     "Which travel agency books flights for employees?",
+    "What was the Margaraviate of Brandenburg?",  # a typo the index holds as a stem ("margravi")
+    "Who sang It'll Be Me?",  # a word with an apostrophe
 ]
 
 
@@ -70,7 +73,7 @@ def test_corpus_look_ups_answer_as_the_lexicon(store: GraphStore, make_group: ob
     else:
         assert isinstance(terms, StoreTerms)
         assert not built  # no lexicon of the group is built in the client
-    for words in [("hollin", "freight"), ("gdansk",), ("aschenbrodl",), ("france",), ("bristol", "hollin"), ("meadw",), ("harri", "fawell")]:
+    for words in [("hollin", "freight"), ("gdansk",), ("aschenbrodl",), ("france",), ("bristol", "hollin"), ("meadw",), ("harri", "fawell"), ("margaraviate",), ("it'll", "me")]:
         assert terms.has_together(words) == lex.has_together(words), words
     for a, b in [("harri", "fawell"), ("fist", "power"), ("hollin", "freight"), ("bristol", "hollin")]:
         assert terms.has_pair(a, b) == lex.has_pair(a, b), (a, b)
