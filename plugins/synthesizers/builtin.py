@@ -380,14 +380,15 @@ class StoreTerms:
     """:class:`CorpusLexicon`'s answers through the store's full-text index of the chunks:
     the index finds candidate chunks (fuzzily, as it stems words and keeps accents), and the
     same word rules as the lexicon's decide on their texts, so nothing of the corpus stays
-    in the client. Document frequencies are the index's (its stemmed terms). One instance
-    per question: it remembers its look-ups, nothing else."""
+    in the client. A document frequency is exact while the index matches at most
+    ``candidates`` chunks, else the index's count of the word's stem. One instance per
+    question: it remembers its look-ups, nothing else."""
 
     def __init__(self, store: GraphStore, group: str, candidates: int = STORE_CANDIDATES) -> None:
         self.store, self.group, self.candidates = store, group, candidates
         self._passages: int | None = None
         self._variants: dict[str, list[str]] = {}
-        self._df: dict[str, int] = {}
+        self._df_of: dict[str, int] = {}
 
     def _texts(self, clauses: Sequence[Sequence[str]], near: Sequence[str] = ()) -> list[str]:
         return self.store.match_text(self.group, clauses, self.candidates, fuzzy=True, near=near) or []
@@ -405,17 +406,27 @@ class StoreTerms:
     def knows(self, word: str) -> bool:
         return bool(self.variants(word))
 
+    def _df(self, word: str, term: str) -> int:
+        """Chunks holding ``term``, found by ``word`` (the term, or its spelling in the index):
+        counted exactly among the index's matches while they are few (a rare word weighs the
+        most, so its count matters most), else the index's count of the word's stem."""
+        n = self.store.count_text(self.group, word) or 0
+        if not n or n > self.candidates:
+            return n
+        texts = self.store.match_text(self.group, [[word]], n) or []
+        return sum(term in content_terms(t) for t in texts)
+
     def idf(self, term: str) -> float:
         if self._passages is None:
             self._passages = self.store.count_nodes(self.group, Label.CHUNK)
-        if term not in self._df:
-            df = self.store.count_text(self.group, term) or 0
+        if term not in self._df_of:
+            df = self._df(term, term)
             if not df:  # the index may hold the word with its accents: count that spelling
                 spelling = next((w for t in self._texts([[term]]) for w in _WORD_RE.findall(t) if _norm(w) == term), None)
                 if spelling and spelling != term:
-                    df = self.store.count_text(self.group, spelling) or 0
-            self._df[term] = df
-        return math.log((self._passages + 1) / (self._df[term] + 0.5))
+                    df = self._df(spelling, term)
+            self._df_of[term] = df
+        return math.log((self._passages + 1) / (self._df_of[term] + 0.5))
 
     def has_together(self, words: Sequence[str]) -> bool:
         options = [self.variants(w) for w in words]
