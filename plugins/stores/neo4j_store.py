@@ -845,9 +845,12 @@ class Neo4jStore(GraphStore):
             if not rows:
                 break
             texts = [{"id": r["id"], "t": _indexed_text(str(Label.SENTENCE), load_props(r["props"]))} for r in rows]
-            self._write_tx("index sentences", lambda tx, texts=texts: tx.run(
-                "UNWIND $rows AS r MATCH (n:GRNode {group: $g, id: r.id}) SET n.p_sentence = r.t", rows=texts, g=group,
-            ).consume())
+
+            def put(tx: ManagedTransaction, texts: list[dict[str, Any]] = texts) -> None:
+                tx.run("UNWIND $rows AS r MATCH (n:GRNode {group: $g, id: r.id}) SET n.p_sentence = r.t",
+                       rows=texts, g=group).consume()
+
+            self._write_tx("index sentences", put)
             after, done = str(rows[-1]["id"]), done + len(rows)
 
         def flag_set(tx: ManagedTransaction) -> None:
