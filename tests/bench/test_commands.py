@@ -50,6 +50,9 @@ def test_bench_json_and_out_folder(cli: CliRunner, env: list[str], tmp_path: Pat
     assert set(data["routes"]) == {"bm25", "dense"}
     assert data["dataset"]["index_cached"] is True  # the session fixture indexed it already
     assert json.loads((out / "bench.json").read_text())["routes"] == data["routes"]
+    # every question's record was appended as it was scored: the same records, in order
+    lines = (out / "records.jsonl").read_text().splitlines()
+    assert [json.loads(line) for line in lines] == data["per_question"]
     md = (out / "report.md").read_text()
     assert "| bm25 |" in md and "## Per question: dense" in md
     for png in ("recall.png", "latency.png"):

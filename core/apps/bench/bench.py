@@ -125,6 +125,7 @@ class BenchRunner:
         settings: Settings | None = None,
         warmup: bool = True,
         on_question: Callable[[str, int, int], None] | None = None,
+        records_file: Path | None = None,
     ) -> None:
         self.dataset = dataset
         self.store_location = store
@@ -133,6 +134,9 @@ class BenchRunner:
         self.settings.store = store
         self.warmup = warmup
         self.on_question = on_question
+        # each scored question is appended here as a JSON line ({"route": label, ...}, the
+        # shape of bench --json's per_question) as soon as it is scored
+        self.records_file = records_file
         suffix = "" if profile in (None, "default") else "-" + content_hash(str(profile))[:8]
         self.group = f"bench-{dataset.corpus_hash[:16]}{suffix}"
         self.settings.group = self.group
@@ -258,6 +262,9 @@ class BenchRunner:
             services.clear_query_cache()  # each route pays for its own question embedding
             result = run_route(resolved, q.question, services)
             records.append(self.score(q, result))
+            if self.records_file is not None:
+                with self.records_file.open("a", encoding="utf-8") as fh:
+                    fh.write(json.dumps({"route": variant.label, **records[-1]}, ensure_ascii=False) + "\n")
             if self.on_question is not None:
                 self.on_question(variant.label, n, len(questions))
         agg = aggregate(records)

@@ -52,10 +52,17 @@ def _load(questions: Path, corpus: Path, limit: int | None, answerable_only: boo
     return dataset
 
 
-def _runner(dataset: Any, store: str | None, profile: str | None) -> Any:
+def _runner(dataset: Any, store: str | None, profile: str | None, out_dir: Path | None = None) -> Any:
+    """The bench runner, its group indexed; with ``out_dir``, every question's record is also
+    appended to ``out_dir/records.jsonl`` as it is scored (a run that fails late keeps them)."""
     from graphroute.core.apps.bench.bench import DEFAULT_BENCH_STORE, BenchRunner
 
-    runner = BenchRunner(dataset, store=store or DEFAULT_BENCH_STORE, profile=profile)
+    records = None
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        records = out_dir / "records.jsonl"
+        records.write_text("", encoding="utf-8")
+    runner = BenchRunner(dataset, store=store or DEFAULT_BENCH_STORE, profile=profile, records_file=records)
     info = runner.prepare()
     how = "cached, indexing skipped" if info.cached else f"indexed in {info.seconds:.1f} s"
     err.print(f"[dim]group {info.group} ({how}; {len(dataset.corpus)} passages)[/]", highlight=False)
@@ -115,7 +122,7 @@ def bench(
     ov = overrides_from_cli(set_ or [], disable or [], enable or [])
     variants = _variants_for(route, ov)
     dataset = _load(questions, corpus, limit, answerable_only)
-    runner = _runner(dataset, store, profile)
+    runner = _runner(dataset, store, profile, out_dir)
     try:
         for v in variants:  # fail on a bad route before spending time on the others
             runner.resolve(v)
@@ -195,7 +202,7 @@ def ab(
     rule = VerdictRule(tolerance=tolerance, f1_tolerance=f1_tolerance, min_token_cut=min_token_cut,
                        min_speed_gain=min_speed_gain)
     dataset = _load(questions, corpus, limit, answerable_only)
-    runner = _runner(dataset, store, profile)
+    runner = _runner(dataset, store, profile, out_dir)
     try:
         runner.resolve(va)
         runner.resolve(vb)
@@ -251,7 +258,7 @@ def ablate(
     rule = VerdictRule(tolerance=tolerance, f1_tolerance=f1_tolerance, min_token_cut=min_token_cut,
                        min_speed_gain=min_speed_gain)
     dataset = _load(questions, corpus, limit, answerable_only)
-    runner = _runner(dataset, store, profile)
+    runner = _runner(dataset, store, profile, out_dir)
     try:
         result = run_ablation(runner, route, base=None if base.is_empty() else base, rule=rule, stages=stage or ())
     finally:
