@@ -274,6 +274,14 @@ def word_pairs(text: str) -> set[int]:
     return keys
 
 
+def close_spellings(word: str, vocabulary: Sequence[str]) -> list[str]:
+    """The words of ``vocabulary`` spelled close to ``word`` (a word of 6+ letters, difflib
+    ratio >= 0.85: a typo or transliteration, not another word), at most three."""
+    if len(word) < 6:
+        return []
+    return difflib.get_close_matches(word, vocabulary, n=3, cutoff=0.85)
+
+
 @dataclass(frozen=True)
 class CorpusLexicon:
     """Which passages of the corpus hold which content terms: document frequencies for IDF
@@ -319,13 +327,8 @@ class CorpusLexicon:
         return math.log((self.passages + 1) / ((0 if hits is None else len(hits)) + 0.5))
 
     def variants(self, word: str) -> list[str]:
-        """The word, or when the corpus lacks it, its close spellings (words of 6+ letters,
-        difflib ratio >= 0.85: a typo or transliteration, not another word)."""
-        if word in self.postings:
-            return [word]
-        if len(word) < 6:
-            return []
-        return difflib.get_close_matches(word, self.vocabulary, n=3, cutoff=0.85)
+        """The word, or when the corpus lacks it, its :func:`close_spellings`."""
+        return [word] if word in self.postings else close_spellings(word, self.vocabulary)
 
     def has_together(self, words: Sequence[str]) -> bool:
         """True when one passage holds every word (or a spelling variant of it)."""
@@ -397,10 +400,7 @@ class StoreTerms:
         """As :meth:`CorpusLexicon.variants`, over the candidates' words."""
         if word not in self._variants:
             terms = frozenset().union(*(content_terms(t) for t in self._texts([[word]])))
-            if word in terms:
-                self._variants[word] = [word]
-            else:
-                self._variants[word] = [] if len(word) < 6 else difflib.get_close_matches(word, sorted(terms), n=3, cutoff=0.85)
+            self._variants[word] = [word] if word in terms else close_spellings(word, sorted(terms))
         return self._variants[word]
 
     def knows(self, word: str) -> bool:
