@@ -1098,9 +1098,9 @@ class Neo4jStore(GraphStore):
 
     def _fulltext(self, index: str, lucene: str, group: str, k: int, *, texts: bool = False) -> list[tuple[str, float, str]]:
         """(id, score, indexed text or "") of the group's hits of a Lucene query, at least
-        ``k`` of them when there are (all that one fetch returned), in the index's order. The index holds every group's nodes: ask for more hits than k
-        and keep the group's, more again while the group's are crowded out (as vector_search
-        does)."""
+        ``k`` of them when there are (all that one fetch returned), in the index's order. The
+        index holds every group's nodes: ask for more hits than k and keep the group's, more
+        again while the group's are crowded out (as vector_search does)."""
         fetch = k * max(self.oversample, 1)
         text = "node.p_" + next(c for c, i in TEXT_INDEXES.values() if i == index) if texts else "''"
         while True:

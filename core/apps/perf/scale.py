@@ -199,12 +199,12 @@ def ppr_equivalence(
     gr = _engine(store, group)
     qs = _questions(gr, group, questions, questions_file)
     tol: float | None = -1.0 if tolerance is None else (tolerance or None)
-    rows_file = None if out_file is None else Path(f"{out_file}.rows.jsonl")
-    if rows_file is not None:
+    keep = None
+    if out_file is not None:
+        rows_file = Path(f"{out_file}.rows.jsonl")
         rows_file.write_text("")
 
-    def keep(route_name: str, row: dict[str, Any]) -> None:
-        if rows_file is not None:
+        def keep(route_name: str, row: dict[str, Any]) -> None:
             with rows_file.open("a") as fh:
                 fh.write(json.dumps({"route": route_name, **row}, default=str) + "\n")
 
