@@ -51,4 +51,6 @@ def test_without_resets_the_kernel_keeps_the_whole_peak() -> None:
         enter_phase("small")
     result = sampler.finish()
     assert not result["exact"]
-    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0 >= result["phases"]["big"]["peak_mb"] >= 300
+    # the sampler reports MB to one decimal: compare the kernel's figure at the same rounding
+    kernel_peak_mb = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, 1)
+    assert kernel_peak_mb >= result["phases"]["big"]["peak_mb"] >= 300
