@@ -47,6 +47,15 @@ class DocumentBatch(NamedTuple):
     vectors: VectorBatch | None = None
 
 
+class TextMatch(NamedTuple):
+    """One :meth:`GraphStore.match_text` look-up, for :meth:`GraphStore.match_texts`."""
+
+    clauses: tuple[tuple[str, ...], ...]
+    limit: int
+    fuzzy: bool = False
+    near: tuple[str, ...] = ()
+
+
 T = TypeVar("T")
 
 
@@ -484,6 +493,30 @@ class GraphStore(ABC):
         """How many of the group's nodes of ``label`` the full-text index matches with
         ``word`` (as the index analyses it: a document frequency); None without such an index."""
         return None
+
+    def match_texts(
+        self, group: str, lookups: Sequence[TextMatch], *, label: str = Label.CHUNK
+    ) -> list[list[str]] | None:
+        """:meth:`match_text` for each of ``lookups``, in order: one round trip where the
+        backend can make it one (Neo4j: one statement). None without a full-text index."""
+        out: list[list[str]] = []
+        for m in lookups:
+            texts = self.match_text(group, m.clauses, m.limit, fuzzy=m.fuzzy, near=m.near, label=label)
+            if texts is None:
+                return None
+            out.append(texts)
+        return out
+
+    def count_texts(self, group: str, words: Sequence[str], *, label: str = Label.CHUNK) -> list[int] | None:
+        """:meth:`count_text` for each of ``words``, in order, in one round trip where the
+        backend can. None without a full-text index."""
+        out: list[int] = []
+        for w in words:
+            n = self.count_text(group, w, label=label)
+            if n is None:
+                return None
+            out.append(n)
+        return out
 
     def count_nodes(self, group: str, label: str) -> int:
         """How many nodes of ``label`` the group holds. The default counts a scan; a backend

@@ -56,6 +56,7 @@ from graphroute.core.api.store import (
     DocumentBatch,
     GraphStore,
     MetaPatch,
+    TextMatch,
     VectorBatch,
     batched,
     checked_vectors,
@@ -1129,31 +1130,72 @@ class Neo4jStore(GraphStore):
         near: Sequence[str] = (),
         label: str = Label.CHUNK,
     ) -> list[str] | None:
-        if str(label) not in TEXT_INDEXES or str(label) == Label.SENTENCE:
-            return None  # chunks only: every group's chunks are in gr_text
-        required = [q for q in (_lucene_any(c, fuzzy) for c in clauses) if q]
-        if limit <= 0 or not required:
-            return []
+        out = self.match_texts(group, [TextMatch(tuple(map(tuple, clauses)), limit, fuzzy, tuple(near))], label=label)
+        return None if out is None else out[0]
+
+    @staticmethod
+    def _match_query(m: TextMatch) -> str:
+        """The Lucene query of a look-up ("" when it can match nothing): every clause
+        required, ``near``'s words standing close ranked first."""
+        required = [q for q in (_lucene_any(c, m.fuzzy) for c in m.clauses) if q]
+        if m.limit <= 0 or not required:
+            return ""
         lucene = " ".join(f"+{q}" for q in required)
-        words = [t for w in near for t in _LUCENE_WORD.findall(w)]
+        words = [t for w in m.near for t in _LUCENE_WORD.findall(w)]
         if len(words) > 1:  # optional: ranks the texts where the words stand close first
             lucene += f' "{" ".join(words)}"~{NEAR_SLOP}^4'
-        return [t for _, _, t in self._fulltext(TEXT_INDEXES[str(label)][1], lucene, group, limit, texts=True)[:limit]]
+        return lucene
+
+    def match_texts(
+        self, group: str, lookups: Sequence[TextMatch], *, label: str = Label.CHUNK
+    ) -> list[list[str]] | None:
+        if str(label) not in TEXT_INDEXES or str(label) == Label.SENTENCE:
+            return None  # chunks only: every group's chunks are in gr_text
+        column, index = TEXT_INDEXES[str(label)]
+        out: list[list[str]] = [[] for _ in lookups]
+        asked = [{"i": i, "q": q, "fetch": m.limit * max(self.oversample, 1)}
+                 for i, m in enumerate(lookups) if (q := self._match_query(m))]
+        if not asked:
+            return out
+        # one statement for all the look-ups; a look-up whose group's hits were crowded out
+        # by other groups' is asked again on its own (``_fulltext`` fetches more)
+        rows = self._query(
+            "full-text search",
+            f"UNWIND $asked AS a CALL (a) {{ CALL db.index.fulltext.queryNodes('{index}', a.q, {{limit: a.fetch}}) "
+            f"YIELD node, score WITH collect(CASE WHEN node.group = $g THEN node.p_{column} END) AS mine, "
+            "count(*) AS seen RETURN mine, seen } RETURN a.i AS i, mine, seen",
+            asked=asked, g=group,
+        )
+        by_i = {int(r["i"]): r for r in rows}
+        for a in asked:
+            i, m = a["i"], lookups[a["i"]]
+            r = by_i.get(i)
+            mine = [str(t or "") for t in r["mine"]] if r else []
+            if len(mine) < m.limit and r is not None and int(r["seen"]) >= a["fetch"]:
+                mine = [t for _, _, t in self._fulltext(index, a["q"], group, m.limit, texts=True)]
+            out[i] = mine[: m.limit]
+        return out
 
     def count_text(self, group: str, word: str, *, label: str = Label.CHUNK) -> int | None:
+        out = self.count_texts(group, [word], label=label)
+        return None if out is None else out[0]
+
+    def count_texts(self, group: str, words: Sequence[str], *, label: str = Label.CHUNK) -> list[int] | None:
         if str(label) not in TEXT_INDEXES or str(label) == Label.SENTENCE:
             return None
-        lucene = _lucene_any([word], False)
-        if not lucene:
-            return 0
+        asked = [{"i": i, "q": q} for i, w in enumerate(words) if (q := _lucene_any([w], False))]
+        out = [0] * len(words)
+        if not asked:
+            return out
         rows = self._query(
             "full-text count",
-            f"CALL db.index.fulltext.queryNodes('{TEXT_INDEXES[str(label)][1]}', $q) YIELD node "
-            "WHERE node.group = $g RETURN count(node) AS c",
-            q=lucene,
-            g=group,
+            f"UNWIND $asked AS a CALL (a) {{ CALL db.index.fulltext.queryNodes('{TEXT_INDEXES[str(label)][1]}', a.q) "
+            "YIELD node WHERE node.group = $g RETURN count(node) AS c } RETURN a.i AS i, c",
+            asked=asked, g=group,
         )
-        return int(rows[0]["c"]) if rows else 0
+        for r in rows:
+            out[int(r["i"])] = int(r["c"])
+        return out
 
     def vector_search(
         self,

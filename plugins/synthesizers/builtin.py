@@ -30,7 +30,7 @@ import numpy as np
 from graphroute.core.api.constants import NOT_FOUND
 from graphroute.core.api.models import Citation, Evidence, Label
 from graphroute.core.api.stage import QueryState, Slot, Stage, StageContext, StageKind, StageParams
-from graphroute.core.api.store import GraphStore, document_titles, per_version
+from graphroute.core.api.store import GraphStore, TextMatch, document_titles, per_version
 from graphroute.core.errors import LLMNotConfiguredError, RemoteCallError
 from graphroute.core.hookspecs import hookimpl
 from graphroute.core.lib.communities import (
@@ -330,6 +330,10 @@ class CorpusLexicon:
         """The word, or when the corpus lacks it, its :func:`close_spellings`."""
         return [word] if word in self.postings else close_spellings(word, self.vocabulary)
 
+    def prepare(self, names: Iterable[Sequence[str]] = (), terms: Iterable[str] = (),
+                pairs: Iterable[tuple[str, str]] = ()) -> None:
+        """Nothing to do: the lexicon is in memory."""
+
     def has_together(self, words: Sequence[str]) -> bool:
         """True when one passage holds every word (or a spelling variant of it)."""
         common: np.ndarray | None = None
@@ -372,6 +376,11 @@ class CorpusTerms(Protocol):
 
     def has_pair(self, a: str, b: str) -> bool: ...
 
+    def prepare(self, names: Iterable[Sequence[str]] = (), terms: Iterable[str] = (),
+                pairs: Iterable[tuple[str, str]] = ()) -> None:
+        """Make the look-ups that :meth:`has_together` (of each name's words), :meth:`idf`
+        (of each term) and :meth:`has_pair` will ask for together, where that saves work."""
+
 
 # Candidate chunks StoreTerms reads per look-up, best first by the index: a check holds as
 # soon as one candidate passes it, and the index ranks the texts holding the exact words
@@ -385,16 +394,50 @@ class StoreTerms:
     same word rules as the lexicon's decide on their texts, so nothing of the corpus stays
     in the client. A document frequency is exact while the index matches at most
     ``candidates`` chunks, else the index's count of the word's stem. One instance per
-    question: it remembers its look-ups, nothing else."""
+    question: it remembers its look-ups, nothing else; :meth:`prepare` makes a question's
+    look-ups together, a few store round trips instead of one each."""
 
     def __init__(self, store: GraphStore, group: str, candidates: int = STORE_CANDIDATES) -> None:
         self.store, self.group, self.candidates = store, group, candidates
         self._passages: int | None = None
         self._variants: dict[str, list[str]] = {}
         self._df_of: dict[str, int] = {}
+        self._matched: dict[TextMatch, list[str]] = {}
+        self._counted: dict[str, int] = {}
+
+    def _match(self, lookups: Sequence[TextMatch]) -> list[list[str]]:
+        """The texts of each look-up, those not made before in one store call."""
+        todo = list(dict.fromkeys(m for m in lookups if m not in self._matched))
+        if todo:
+            found = self.store.match_texts(self.group, todo) or [[] for _ in todo]
+            self._matched.update(zip(todo, found, strict=True))
+        return [self._matched[m] for m in lookups]
+
+    def _count(self, words: Sequence[str]) -> list[int]:
+        todo = list(dict.fromkeys(w for w in words if w not in self._counted))
+        if todo:
+            found = self.store.count_texts(self.group, todo) or [0] * len(todo)
+            self._counted.update(zip(todo, found, strict=True))
+        return [self._counted[w] for w in words]
+
+    def _lookup(self, clauses: Sequence[Sequence[str]], near: Sequence[str] = ()) -> TextMatch:
+        return TextMatch(tuple(tuple(c) for c in clauses), self.candidates, True, tuple(near))
 
     def _texts(self, clauses: Sequence[Sequence[str]], near: Sequence[str] = ()) -> list[str]:
-        return self.store.match_text(self.group, clauses, self.candidates, fuzzy=True, near=near) or []
+        return self._match([self._lookup(clauses, near)])[0]
+
+    def prepare(self, names: Iterable[Sequence[str]] = (), terms: Iterable[str] = (),
+                pairs: Iterable[tuple[str, str]] = ()) -> None:
+        """Look up in two store calls of each kind what the checks will ask: first each
+        name word's candidates and each term's count; then the texts holding all of a
+        name's words (their variants now known), the rare terms' texts (their exact
+        document frequencies) and the texts holding each pair."""
+        names, terms = [list(n) for n in names], list(dict.fromkeys(terms))
+        self._match([self._lookup([[w]]) for w in dict.fromkeys(w for n in names for w in n)])
+        counts = self._count(terms)
+        together = [self._lookup(o) for o in ([self.variants(w) for w in n] for n in names if len(n) > 1) if all(o)]
+        rare = [TextMatch(((t,),), n) for t, n in zip(terms, counts, strict=True) if 0 < n <= self.candidates]
+        self._match([*together, *rare, *(self._lookup([[a], [b]], near=[a, b]) for a, b in pairs)])
 
     def variants(self, word: str) -> list[str]:
         """As :meth:`CorpusLexicon.variants`, over the candidates' words."""
@@ -410,10 +453,10 @@ class StoreTerms:
         """Chunks holding ``term``, found by ``word`` (the term, or its spelling in the index):
         counted exactly among the index's matches while they are few (a rare word weighs the
         most, so its count matters most), else the index's count of the word's stem."""
-        n = self.store.count_text(self.group, word) or 0
+        n = self._count([word])[0]
         if not n or n > self.candidates:
             return n
-        texts = self.store.match_text(self.group, [[word]], n) or []
+        texts = self._match([TextMatch(((word,),), n)])[0]
         return sum(term in content_terms(t) for t in texts)
 
     def idf(self, term: str) -> float:
@@ -536,10 +579,14 @@ def negative_reason(
             return "below_min_query_overlap", info
     if floor.needs_lexicon() and lexicon is not None:
         lex = lexicon()
+        names = question_names(question) if floor.names_in_corpus else []
+        pairs = question_name_pairs(question) if floor.names_in_corpus and floor.name_phrases else []
+        terms = sorted(content_terms(question)) if floor.min_term_coverage > 0 else []
+        lex.prepare(names, terms, pairs)
         if floor.names_in_corpus:
-            missing = [" ".join(n) for n in question_names(question) if not lex.has_together(n)]
+            missing = [" ".join(n) for n in names if not lex.has_together(n)]
             if floor.name_phrases and not missing:
-                missing = [f"{a} {b}" for a, b in question_name_pairs(question) if not lex.has_pair(a, b)]
+                missing = [f"{a} {b}" for a, b in pairs if not lex.has_pair(a, b)]
             if missing:
                 info["names_not_in_corpus"] = missing
                 return "name_not_in_corpus", info

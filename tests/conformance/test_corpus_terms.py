@@ -88,3 +88,33 @@ def test_corpus_look_ups_answer_as_the_lexicon(store: GraphStore, make_group: ob
     for q in QUESTIONS:
         got = negative_reason(q, evidence, floor, lambda: corpus_terms(store, group, with_pairs=True))
         assert got == negative_reason(q, evidence, floor, lambda: lex), q
+
+
+def test_a_question_is_checked_in_a_few_store_round_trips(store: GraphStore, make_group: object) -> None:
+    """StoreTerms.prepare asks the index for a question's look-ups together: three store
+    calls (name words and term counts, then names' words together, rare terms' texts and
+    pairs), plus, for a term no candidate text holds as the client spells it, the look-ups
+    for its other spellings."""
+    if store.backend == "embedded":
+        pytest.skip("the embedded store answers from its lexicon in memory")
+    group = make_group()  # type: ignore[operator]
+    store.write(group, chunks(group, DOCS))
+    calls: list[str] = []
+    for name in ("match_texts", "count_texts"):
+        real = getattr(store, name)
+
+        def counted(*args: object, _real: object = real, _name: str = name, **kw: object) -> object:
+            calls.append(_name)
+            return _real(*args, **kw)  # type: ignore[operator]
+
+        setattr(store, name, counted)
+    floor = NegativeFloor(names_in_corpus=True, name_phrases=True, min_term_coverage=0.2)
+    evidence = [Evidence(id="e", text=DOCS[5][1], score=1.0, document="d", document_id="d")]
+    lex = CorpusLexicon.build((f"{t}\n{x}" for t, x in DOCS), with_pairs=True)
+    for q in QUESTIONS:
+        calls.clear()
+        terms = StoreTerms(store, group)
+        got = negative_reason(q, evidence, floor, lambda terms=terms: terms)  # type: ignore[misc]
+        assert got == negative_reason(q, evidence, floor, lambda: lex), q
+        unknown = [t for t in builtin.content_terms(q) if terms._df_of.get(t) == 0]
+        assert 2 <= len(calls) <= 3 + 3 * len(unknown), (q, calls)
