@@ -54,10 +54,13 @@ class Neighbourhood:
 @dataclass(frozen=True)
 class NeighbourCounts:
     """How many edges each asked node has, per (edge type, label of the other end): what
-    :meth:`GraphStore.neighbour_counts` returns, a node's degree without its edges."""
+    :meth:`GraphStore.neighbour_counts` returns, a node's degree without its edges (or, for a
+    node in ``capped``, the first ``limit`` of them)."""
 
     labels: dict[str, str]  # label of every asked id that is a node of the group
     counts: dict[str, list[tuple[str, str, int]]] = field(default_factory=dict)  # node -> (type, other label, n)
+    # nodes whose counting stopped at the ``limit`` asked for: their counts are a lower bound
+    capped: set[str] = field(default_factory=set)
 
 
 def counts_of(nb: Neighbourhood) -> NeighbourCounts:

@@ -456,11 +456,19 @@ class GraphStore(ABC):
         """Every (id, vector) of a space: input of kNN edge builders."""
 
     def neighbour_counts(
-        self, group: str, ids: Sequence[str], types: Collection[str], *, other_labels: Collection[str] | None = None
+        self,
+        group: str,
+        ids: Sequence[str],
+        types: Collection[str],
+        *,
+        other_labels: Collection[str] | None = None,
+        limit: int | None = None,
     ) -> NeighbourCounts:
         """:meth:`neighbours`' rows counted per (node, edge type, other end's label): a
         node's degree without its edges (a hub's thousands of rows stay in the database).
-        The default counts :meth:`neighbours`; a backend counts in its query."""
+        ``limit``: a backend may stop counting a node's rows at ``limit`` (so a hub costs no
+        more than that); such a node is in the result's ``capped``, its counts a lower
+        bound. The default counts :meth:`neighbours` whole; a backend counts in its query."""
         return counts_of(self.neighbours(group, ids, types, other_labels=other_labels))
 
     def search_text(self, group: str, query: str, k: int, *, label: str = Label.CHUNK) -> list[tuple[str, float]] | None:

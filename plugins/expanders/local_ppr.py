@@ -38,8 +38,10 @@ the graph volume ``1 / (eps (1 - d))`` of the pushed nodes whatever the corpus's
 are read, and only a node that is pushed has its edges read
 (:meth:`GraphStore.neighbours`). Before a node is counted, the weights of its edges to
 nodes already read are a lower bound ``L(v) <= deg(v)``; it is counted only when ``r[v] >=
-eps L(v)``, i.e. when it may need a push. So every node ends with ``r < eps deg``, counted
-or not, and the bound above holds. Degrees counted are kept between questions for the store
+eps L(v)``, i.e. when it may need a push. The count itself may stop once it shows the
+degree above ``r / eps`` (``COUNT_LIMITS``): the rows counted are then a larger ``L(v)``,
+and a hub the walk barely reaches costs the store a few of its edges, not all of them. So
+every node ends with ``r < eps deg``, counted or not, and the bound above holds. Degrees counted are kept between questions for the store
 version (:class:`DegreeCache`, bounded): a hub is counted once, not by every question.
 
 **Draining what is read.** A node whose edges are already in the client is pushed down to
@@ -128,6 +130,12 @@ class Paths:
             types.append(EdgeType.OWN_PAGE.value)
         return types
 
+    def min_weight(self) -> float:
+        """The smallest positive weight an edge may get (each counted edge adds at least this
+        much to a node's weighted degree); 0 when every path is off."""
+        return min((w for w in (self.entity, self.section, self.similar, self.shares, self.hub, self.mentions, self.title)
+                    if w > 0), default=0.0)
+
 
 _CODES = {
     EdgeType.RELATION.value: 1, EdgeType.CO_OCCURS.value: 1, EdgeType.SEMANTICALLY_SIMILAR.value: 2,
@@ -208,6 +216,7 @@ class LocalPPR:
     eps: float = DEFAULT_PUSH_EPS  # the eps the push ended at
     ranked_error: float = 0.0  # Walk.certificate: the ranking's error bound, a share of the smallest ranked score
     certified: bool = True  # ranked_error is within the tolerance asked for (or none was asked)
+    counts_stopped: int = 0  # degree counts stopped at a limit, past the node's push threshold
 
     @property
     def nodes_touched(self) -> int:
@@ -215,6 +224,10 @@ class LocalPPR:
 
 
 DEGREE_CACHE_MAX = 200_000
+# The counts a push may stop at (one store call per limit a round needs): a node whose
+# degree need only be shown above its threshold is counted to the first limit past that
+# many edges, and a node needing more is counted whole.
+COUNT_LIMITS: tuple[int, ...] = (64, 4096)
 
 
 class DegreeCache:
@@ -260,6 +273,7 @@ class _Walk:
         self.q = np.zeros(cap)
         self.deg = np.zeros(cap)
         self.known = np.zeros(cap)  # lower bound of the degree: edges to nodes already read
+        self.floor = np.zeros(cap)  # lower bound of the degree from a count stopped at a limit
         self.counted = np.zeros(cap, dtype=bool)  # degree known (``deg``)
         self.read = np.zeros(cap, dtype=bool)  # edges read (``first``, ``count``)
         self.first = np.zeros(cap, dtype=np.int64)
@@ -270,6 +284,7 @@ class _Walk:
         self.rows = 0
         self.queries = 0
         self.cached = 0  # degrees taken from the cache
+        self.stopped = 0  # counts the store stopped at a limit (the degree left a lower bound)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -296,9 +311,10 @@ class _Walk:
                 self.ids.append(x)
             out[k] = i
         n = len(self.ids)
-        self.kind, self.r, self.q, self.deg, self.known, self.counted, self.read, self.first, self.count = (
+        self.kind, self.r, self.q, self.deg, self.known, self.floor, self.counted, self.read, self.first, self.count = (
             _grown(a, n)
-            for a in (self.kind, self.r, self.q, self.deg, self.known, self.counted, self.read, self.first, self.count)
+            for a in (self.kind, self.r, self.q, self.deg, self.known, self.floor, self.counted, self.read, self.first,
+                      self.count)
         )
         fresh = out[new] >= start
         if kinds is not None:
@@ -316,12 +332,26 @@ class _Walk:
             if label:
                 self.kind[i] = _KINDS.get(label, UNKNOWN)
 
+    def lower(self, nodes: np.ndarray | slice) -> np.ndarray:
+        """Each node's degree where it is known, else the best lower bound of it."""
+        return np.where(self.counted[nodes], self.deg[nodes], np.maximum(self.known[nodes], self.floor[nodes]))
+
     def count_degrees(
-        self, store: GraphStore, group: str, nodes: np.ndarray, paths: Paths, types: list[str], cache: dict[str, tuple[float, str]]
+        self,
+        store: GraphStore,
+        group: str,
+        nodes: np.ndarray,
+        paths: Paths,
+        types: list[str],
+        cache: dict[str, tuple[float, str]],
+        enough: np.ndarray | None = None,
     ) -> None:
         """Learn the degrees of ``nodes`` (local indices) without reading their edges: from
         ``cache`` (this store version's degrees, kept between questions) or counted in the
-        store."""
+        store. ``enough``: per node, a degree above which it is not pushed this round; the
+        store may stop counting its edges past that (``COUNT_LIMITS``), and then the node's
+        degree stays unknown, with the count as its lower bound (``floor``): a hub the walk
+        barely reaches costs a few rows, not its thousands."""
         todo = []
         for i in nodes.tolist():
             hit = cache.get(self.ids[i])
@@ -331,17 +361,32 @@ class _Walk:
                 self.deg[i], label = hit
                 if label:
                     self.kind[i] = _KINDS.get(label, UNKNOWN)
+                self.counted[i] = True
                 self.cached += 1
-        if todo:
-            asked = [self.ids[i] for i in todo]
-            nc = store.neighbour_counts(group, asked, types, other_labels=WALK_LABELS)
+        if not todo:
+            return
+        w_min = paths.min_weight()
+        need_of = dict(zip(nodes.tolist(), enough.tolist(), strict=True)) if enough is not None and w_min > 0 else {}
+        limits: dict[int | None, list[int]] = {}
+        for i in todo:
+            # more rows than this (each of weight >= w_min) prove the degree above ``enough``
+            rows = int(need_of[i] / w_min) + 1 if i in need_of else None
+            limit = next((c for c in COUNT_LIMITS if rows is not None and rows <= c), None)
+            limits.setdefault(limit, []).append(i)
+        for limit, part in limits.items():
+            asked = [self.ids[i] for i in part]
+            nc = store.neighbour_counts(group, asked, types, other_labels=WALK_LABELS, limit=limit)
             self.queries += 1
             found = degrees(nc, paths)
-            self.learn(np.asarray(todo, dtype=np.int64), nc.labels)
-            for i, x in zip(todo, asked, strict=True):
+            self.learn(np.asarray(part, dtype=np.int64), nc.labels)
+            for i, x in zip(part, asked, strict=True):
+                if x in nc.capped:
+                    self.floor[i] = max(self.floor[i], found.get(x, 0.0))
+                    self.stopped += 1
+                    continue
                 self.deg[i] = found.get(x, 0.0)
+                self.counted[i] = True
                 cache[x] = (self.deg[i], nc.labels.get(x) or "")
-        self.counted[nodes] = True
 
     def load(self, store: GraphStore, group: str, nodes: np.ndarray, paths: Paths, types: list[str]) -> None:
         """Read the edges of ``nodes`` (local indices, degrees counted): the round's whole
@@ -384,7 +429,7 @@ class _Walk:
         est = self.q[:n] + r
         l1 = d * float(r.sum()) / (1.0 - d)  # the error's whole mass (unnormalised, as est)
         counted = self.counted[:n]
-        lower = np.where(counted, self.deg[:n], self.known[:n])  # <= each touched node's degree
+        lower = self.lower(slice(0, n))  # <= each touched node's degree
         has = lower > 0
         rho = float((r[has] / lower[has]).max()) if has.any() else 0.0  # r <= rho x degree everywhere
         err = np.where(counted, np.minimum(l1, d * rho * self.deg[:n] / (1.0 - d)), l1)
@@ -471,20 +516,22 @@ def push_pagerank(
     while rounds < max_rounds:
         n = len(walk)
         r = walk.r[:n]
-        counted = walk.counted[:n]
-        bound = np.where(counted, walk.deg[:n], walk.known[:n])
         # the part of the graph already read is solved nearly exactly; only new nodes wait for eps
-        cand = np.flatnonzero((r > 0) & (r >= walk.push_eps(slice(0, n), eps) * bound))
+        cand = np.flatnonzero((r > 0) & (r >= walk.push_eps(slice(0, n), eps) * walk.lower(slice(0, n))))
         if not len(cand):
             if tolerance is None or eps <= min_eps or walk.certificate(top_k, d) <= tolerance:
                 break
             eps = max(eps / 3.0, min_eps)
             continue
-        uncounted = cand[~counted[cand]]
+        uncounted = cand[~walk.counted[cand]]
         if len(uncounted):
-            walk.count_degrees(store, group, uncounted, paths, types, cache)
-            # their degrees may leave some below the threshold: only the others are read
-            cand = cand[walk.r[cand] >= walk.push_eps(cand, eps) * walk.deg[cand]]
+            walk.count_degrees(store, group, uncounted, paths, types, cache, enough=walk.r[uncounted] / walk.push_eps(uncounted, eps))
+            # their degrees (or counts stopped past the threshold) leave some below it
+            cand = cand[walk.r[cand] >= walk.push_eps(cand, eps) * walk.lower(cand)]
+            short = cand[~walk.counted[cand]]  # a stopped count that did not settle it
+            if len(short):
+                walk.count_degrees(store, group, short, paths, types, cache)
+                cand = cand[walk.r[cand] >= walk.push_eps(cand, eps) * walk.deg[cand]]
         unread = cand[~walk.read[cand] & (walk.deg[cand] > 0)]
         if len(unread):
             walk.load(store, group, unread, paths, types)
@@ -528,6 +575,7 @@ def push_pagerank(
         eps=eps,
         ranked_error=ranked_error,
         certified=tolerance is None or ranked_error <= tolerance,
+        counts_stopped=walk.stopped,
     )
 
 
@@ -575,6 +623,7 @@ def run_push(stage: PPR, state: QueryState, ctx: StageContext, seed_ids: Sequenc
             "nodes_touched": res.nodes_touched,
             "nodes_read": res.nodes_read,
             "degrees_counted": res.nodes_counted - res.degrees_cached,
+            "counts_stopped": res.counts_stopped,
             "queries": res.queries,
             "rows_read": res.rows_read,
             "rounds": res.rounds,

@@ -722,8 +722,15 @@ class EmbeddedStore(GraphStore):
         return out
 
     def neighbour_counts(
-        self, group: str, ids: Sequence[str], types: Collection[str], *, other_labels: Collection[str] | None = None
+        self,
+        group: str,
+        ids: Sequence[str],
+        types: Collection[str],
+        *,
+        other_labels: Collection[str] | None = None,
+        limit: int | None = None,
     ) -> NeighbourCounts:
+        # counted whole whatever the limit: SQLite counts a node's rows from its index
         out = NeighbourCounts({})
         for conn, sql, args in self._around(group, ids, types, other_labels, out.labels, "n.label AS label"):
             grouped = f"SELECT node, type, label, COUNT(*) FROM ({sql}) GROUP BY node, type, label"

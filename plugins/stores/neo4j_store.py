@@ -1020,24 +1020,35 @@ class Neo4jStore(GraphStore):
         return out
 
     def neighbour_counts(
-        self, group: str, ids: Sequence[str], types: Collection[str], *, other_labels: Collection[str] | None = None
+        self,
+        group: str,
+        ids: Sequence[str],
+        types: Collection[str],
+        *,
+        other_labels: Collection[str] | None = None,
+        limit: int | None = None,
     ) -> NeighbourCounts:
         # The expansion and the count run in the server: one short row per (node, type,
-        # label) crosses the wire, however many edges a hub has.
+        # label) crosses the wire, however many edges a hub has; with ``limit``, the server
+        # stops reading a node's edges there.
+        cap = "" if limit is None else "WITH r, b LIMIT $limit "
+
         def expand(rel: str) -> str:
             count = (
                 f"CALL (a) {{ MATCH (a)-[r:{rel}]-(b) WHERE b <> a AND ($labels IS NULL OR b.label IN $labels) "
-                "WITH type(r) AS t, b.label AS l, count(*) AS n RETURN collect([t, l, n]) AS counts } "
+                f"{cap}WITH type(r) AS t, b.label AS l, count(*) AS n RETURN collect([t, l, n]) AS counts }} "
                 if rel
                 else "WITH a, [] AS counts "
             )
             return f"{count}RETURN a.id AS id, a.label AS label, counts"
 
         out = NeighbourCounts({})
-        for r in self._around("neighbour_counts", group, ids, types, other_labels, expand):
+        for r in self._around("neighbour_counts", group, ids, types, other_labels, expand, limit=limit):
             out.labels[r["id"]] = r["label"]
             if r["counts"]:
                 out.counts[r["id"]] = [(t, lb, int(n)) for t, lb, n in r["counts"]]
+                if limit is not None and sum(int(n) for _, _, n in r["counts"]) >= limit:
+                    out.capped.add(r["id"])
         return out
 
     def iter_edges(self, group: str, types: Collection[str] | None = None) -> Iterator[Edge]:
@@ -1153,8 +1164,8 @@ class Neo4jStore(GraphStore):
             return None  # chunks only: every group's chunks are in gr_text
         column, index = TEXT_INDEXES[str(label)]
         out: list[list[str]] = [[] for _ in lookups]
-        asked = [{"i": i, "q": q, "fetch": m.limit * max(self.oversample, 1)}
-                 for i, m in enumerate(lookups) if (q := self._match_query(m))]
+        asked: list[dict[str, Any]] = [{"i": i, "q": q, "fetch": m.limit * max(self.oversample, 1), "limit": m.limit}
+                                       for i, m in enumerate(lookups) if (q := self._match_query(m))]
         if not asked:
             return out
         # one statement for all the look-ups; a look-up whose group's hits were crowded out
@@ -1162,17 +1173,17 @@ class Neo4jStore(GraphStore):
         rows = self._query(
             "full-text search",
             f"UNWIND $asked AS a CALL (a) {{ CALL db.index.fulltext.queryNodes('{index}', a.q, {{limit: a.fetch}}) "
-            f"YIELD node, score WITH collect(CASE WHEN node.group = $g THEN node.p_{column} END) AS mine, "
-            "count(*) AS seen RETURN mine, seen } RETURN a.i AS i, mine, seen",
+            "YIELD node WITH collect(CASE WHEN node.group = $g THEN node END) AS mine, count(*) AS seen "
+            f"RETURN [n IN mine[..a.limit] | n.p_{column}] AS mine, seen }} RETURN a.i AS i, mine, seen",
             asked=asked, g=group,
         )
         by_i = {int(r["i"]): r for r in rows}
         for a in asked:
-            i, m = a["i"], lookups[a["i"]]
-            r = by_i.get(i)
+            i, lucene, fetch = int(a["i"]), str(a["q"]), int(a["fetch"])
+            m, r = lookups[i], by_i.get(i)
             mine = [str(t or "") for t in r["mine"]] if r else []
-            if len(mine) < m.limit and r is not None and int(r["seen"]) >= a["fetch"]:
-                mine = [t for _, _, t in self._fulltext(index, a["q"], group, m.limit, texts=True)]
+            if len(mine) < m.limit and r is not None and int(r["seen"]) >= fetch:
+                mine = [t for _, _, t in self._fulltext(index, lucene, group, m.limit, texts=True)]
             out[i] = mine[: m.limit]
         return out
 

@@ -460,8 +460,9 @@ class StoreTerms:
         return sum(term in content_terms(t) for t in texts)
 
     def idf(self, term: str) -> float:
-        if self._passages is None:
-            self._passages = self.store.count_nodes(self.group, Label.CHUNK)
+        if self._passages is None:  # counting a large group's chunks takes the server a while
+            store, group = self.store, self.group
+            self._passages = per_version(store, group, "chunk_count", lambda: store.count_nodes(group, Label.CHUNK))
         if term not in self._df_of:
             df = self._df(term, term)
             if not df:  # the index may hold the word with its accents: count that spelling

@@ -192,3 +192,33 @@ def test_entity_chunks_read_per_entity_match_a_scan(store: GraphStore, group: st
                 assert set(got[e]) <= set(read)
             if m is None and limit < 13:  # the first documents only: not every chunk is read
                 assert len(read) < len(chunks)
+
+
+def test_push_stops_counting_a_hub_it_will_not_push(store: GraphStore, group: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hub the walk barely reaches is counted only until its degree is shown above its
+    push threshold (on a backend that can stop a count), and the push ranks exactly as with
+    every degree counted whole."""
+    from graphroute.plugins.expanders import local_ppr
+
+    ents = typed_corpus(store, group, 7)
+    hub = "ent:hub"
+    nodes = [Node(id=hub, label=Label.ENTITY, group=group, props={"name": "hub"})]
+    edges = [Edge(src=f"d{d}:chk{c}", dst=hub, type=EdgeType.MENTIONS, group=group) for d in range(60) for c in range(3)]
+    edges += [Edge(src=hub, dst=e, type=EdgeType.CO_OCCURS, group=group) for e in ents[60:]]
+    store.write(group, nodes, edges)
+    clear_derived()
+    seeds = [Seed(name=e, node_id=e, weight=1.0) for e in (ents[3], ents[8], ents[20])]
+
+    def push() -> tuple[list[tuple[str, float]], dict[str, object]]:
+        local_ppr._DEGREES._tables.clear()
+        state, stats = run(store, group, seeds, solver="push", push_eps=1e-2, push_tolerance=None, top_k=20, budget=1.0, **ROUTE5_PATHS)
+        assert isinstance(state.node_scores, NodeMass)
+        return [(e.id, e.score) for e in state.entities] + list(state.node_scores.top(20)), stats
+
+    stopped, stats = push()
+    monkeypatch.setattr(local_ppr, "COUNT_LIMITS", ())
+    whole, whole_stats = push()
+    assert stopped == whole
+    assert whole_stats["counts_stopped"] == 0
+    if store.backend == "neo4j":
+        assert int(stats["counts_stopped"]) >= 1  # type: ignore[call-overload]

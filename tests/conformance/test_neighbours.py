@@ -74,3 +74,27 @@ def test_neighbours_of_nothing(store: GraphStore, group: str) -> None:
     assert len(store.neighbours(group, [], TYPES)) == 0
     nb = store.neighbours(group, ["ent:a"], [])
     assert nb.labels == {"ent:a": Label.ENTITY} and len(nb) == 0
+
+
+def test_neighbour_counts_are_exact_or_stopped_at_the_limit(store: GraphStore, make_group: object) -> None:
+    """Counts match the rows; with a limit, a node with as many rows or more may be counted
+    to the limit only (then it is in ``capped`` and its counts are a lower bound), a node
+    with fewer is counted whole."""
+    group = make_group()  # type: ignore[operator]
+    ids = random_graph(store, group, 3)
+    labels = [Label.ENTITY, Label.CHUNK, Label.SECTION]
+    whole = store.neighbour_counts(group, ids, TYPES, other_labels=labels)
+    want = rows(reference(store, group, ids, other_labels=labels, first_docs=None))
+    per_node = Counter(node for node, *_ in want.elements())
+    assert {x: sum(n for *_, n in c) for x, c in whole.counts.items()} == dict(per_node) and not whole.capped
+    limit = 3
+    stopped = store.neighbour_counts(group, ids, TYPES, other_labels=labels, limit=limit)
+    for x in ids:
+        got = {(t, lb): n for t, lb, n in stopped.counts.get(x, [])}
+        exact = {(t, lb): n for t, lb, n in whole.counts.get(x, [])}
+        if x in stopped.capped:
+            assert sum(got.values()) == limit <= per_node[x] and all(n <= exact[k] for k, n in got.items()), x
+        else:
+            assert got == exact, x
+    if store.backend == "neo4j":  # the server stops reading a node's edges at the limit
+        assert {x for x in ids if per_node[x] >= limit} == stopped.capped

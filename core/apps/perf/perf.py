@@ -728,7 +728,8 @@ def query_suite(gr: Any, group: str, questions: Sequence[str], routes: Sequence[
 
 # The ppr stage's trace figures summed up per route: how much of the graph the walk read
 # and how far its scores may be from the exact ones (the push's error bounds).
-PPR_FIGURES = ("nodes_touched", "nodes_read", "rows_read", "queries", "rounds", "eps", "error_bound", "l1_error_bound")
+PPR_FIGURES = ("nodes_touched", "nodes_read", "degrees_counted", "counts_stopped", "rows_read", "queries", "rounds", "eps",
+               "error_bound", "l1_error_bound")
 
 
 def ppr_summary(stats: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
