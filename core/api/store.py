@@ -248,7 +248,8 @@ class GraphStore(ABC):
 
     def upgrade_group(self, group: str) -> list[str]:
         """Bring a group written by an older graphroute up to what this backend's queries
-        expect (Neo4j: the full-text index of its sentences); what it did, one line a change
+        expect (Neo4j: the full-text indexes of its sentences, entity names and section
+        titles); what it did, one line a change
         (none when there was nothing to do). The indexer calls it before each run."""
         return []
 
@@ -525,6 +526,27 @@ class GraphStore(ABC):
                 return None
             out.append(n)
         return out
+
+    def entity_candidates(self, group: str, name: str, *, fuzzy: int = 0, outer: int = 0) -> list[Node] | None:
+        """The group's Entity nodes that a name may resolve to, read through the backend's
+        index of entity names, in id order: those whose display name is ``name``, whose
+        normalised name (or id) is a whole-word run of the normalised ``name``, whose
+        normalised alias is the normalised ``name``, and whose name or an alias shares its
+        ``variant_key``; with ``fuzzy``, also up to that many whose words are within an edit
+        or two of the name's, the best matches first; with ``outer``, also up to that many
+        whose normalised name holds the normalised ``name`` as whole words, the most
+        mentioned first (then the shortest). A bounded read per name, which the caller
+        checks with its own rules. None when the backend keeps no such index for the group
+        (the embedded store, or a Neo4j group written before the index existed): a caller
+        reads the group's entities itself."""
+        return None
+
+    def sections_by_title(self, group: str, words: Sequence[str], k: int) -> list[tuple[str, int]] | None:
+        """(section id, how many of ``words`` its title holds), for at most ``k`` of the
+        group's Section nodes whose title holds at least one of the (lower-case) words as a
+        whole word, the most words first, then by id; None when the backend keeps no index of
+        section titles for the group (a caller reads the group's sections itself)."""
+        return None
 
     def count_nodes(self, group: str, label: str) -> int:
         """How many nodes of ``label`` the group holds. The default counts a scan; a backend

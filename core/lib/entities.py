@@ -62,6 +62,27 @@ def is_entity_id(node_id: str) -> bool:
     return node_id.startswith(ENTITY_ID_PREFIX)
 
 
+def _singular(word: str) -> str:
+    # A matching key, not a lemma: the question's name and every entity name go through the
+    # same rule, so only names that differ by a plural ending meet (no lemmatizer runs on the
+    # group's entity names at index time).
+    if len(word) < 4 or word.endswith(("ss", "us", "is")):
+        return word
+    if word.endswith("ies"):
+        return word[:-3] + "y"
+    if word.endswith(("ches", "shes", "xes", "sses", "zes")):
+        return word[:-2]
+    return word[:-1] if word.endswith("s") else word
+
+
+def variant_key(norm: str) -> str:
+    """A normalised name with accents folded and every word's plural ending dropped, so
+    spelling and number variants of one name share a key ("Aschenbrodel" / "Aschenbrödel",
+    "travel request" / "travel requests")."""
+    folded = "".join(ch for ch in unicodedata.normalize("NFKD", norm) if not unicodedata.combining(ch))
+    return " ".join(_singular(w) for w in folded.split())
+
+
 # --------------------------------------------------------------------------- own pages
 
 # Group meta written by whatever writes a group's OWN_PAGE edges (the entity_graph index

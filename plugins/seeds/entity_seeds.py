@@ -13,23 +13,22 @@ from __future__ import annotations
 import difflib
 import json
 import re
-import unicodedata
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any, Literal, TypeVar
 
 import numpy as np
-from graphroute.core.api.models import Label, Seed
+from graphroute.core.api.models import Label, Node, Seed
 from graphroute.core.api.stage import QueryState, Slot, Stage, StageContext, StageKind, StageParams
 from graphroute.core.api.store import GraphStore, per_version
 from graphroute.core.errors import LLMOutputError
 from graphroute.core.hookspecs import hookimpl
 from graphroute.core.lib.communities import community_texts, nearest_communities
 from graphroute.core.lib.deadline import check_deadline
-from graphroute.core.lib.entities import entity_id, normalize_name
+from graphroute.core.lib.entities import entity_id, normalize_name, variant_key
 from graphroute.core.lib.llm import LLMStageParams, complete_json, record_usage
 from graphroute.plugins.seeds.tiers import chunk_counts
 from pydantic import BaseModel, Field, ValidationError, model_validator
@@ -470,13 +469,15 @@ class Lexicon:
 
 
 def lexicon(store: GraphStore, group: str) -> Lexicon:
-    """The group's :class:`Lexicon`, built once per store version."""
-    return per_version(store, group, "lexicon", lambda: _build_lexicon(store, group))
+    """The group's :class:`Lexicon` of every entity, built once per store version."""
+    return per_version(store, group, "lexicon", lambda: lexicon_of(store.iter_nodes(group, Label.ENTITY)))
 
 
-def _build_lexicon(store: GraphStore, group: str) -> Lexicon:
+def lexicon_of(nodes: Iterable[Node]) -> Lexicon:
+    """A :class:`Lexicon` of these Entity nodes (given in id order: where two share a
+    display name the first one keeps it, as for the whole group's)."""
     lex = Lexicon()
-    for node in store.iter_nodes(group, Label.ENTITY):
+    for node in nodes:
         props = node.props
         name = str(props.get("name") or "")
         norm = str(props.get("norm") or node.id.removeprefix("ent:"))
@@ -499,31 +500,74 @@ def _build_lexicon(store: GraphStore, group: str) -> Lexicon:
     return lex
 
 
+# Candidates a name reads from a store's name index for the fuzzy strategy (Lucene's best
+# matches of its words, each within an edit or two), and for the outer substring strategy
+# (the most mentioned names holding it; the cascade takes the first, the rest are spare).
+FUZZY_CANDIDATES = 100
+OUTER_CANDIDATES = 10
+# the strategies that need the wider read (fuzzy and outer candidates)
+_WIDE: frozenset[Strategy] = frozenset({"fuzzy", "substring"})
+NamesEngine = Literal["auto", "client"]
+
+
+class Names:
+    """Where the cascade's entities come from for one question: the store's name index (a
+    small :class:`Lexicon` of each name's candidates, :meth:`GraphStore.entity_candidates`)
+    or, when the store keeps none for the group or ``engine`` is client, the group's whole
+    lexicon held in the client. The cascade is the same code on either."""
+
+    def __init__(self, store: GraphStore, group: str, engine: NamesEngine = "auto") -> None:
+        self.store, self.group = store, group
+        self.client: Lexicon | None = lexicon(store, group) if engine == "client" else None
+        self._narrow: dict[str, Lexicon] = {}
+        self._wide: dict[str, Lexicon] = {}
+
+    @classmethod
+    def of(cls, store: GraphStore, group: str, lex: Lexicon) -> Names:
+        """The cascade over a given lexicon."""
+        names = cls(store, group)
+        names.client = lex
+        return names
+
+    @property
+    def engine(self) -> str:
+        return "client lexicon" if self.client is not None else "store name index"
+
+    def lexicon(self, name: str, wide: bool = False) -> Lexicon:
+        """The entities ``name`` may resolve to; ``wide``: also its fuzzy and outer candidates."""
+        if self.client is not None:
+            return self.client
+        cache = self._wide if wide else self._narrow
+        if name not in cache:
+            found = self.store.entity_candidates(
+                self.group, name, fuzzy=FUZZY_CANDIDATES if wide else 0, outer=OUTER_CANDIDATES if wide else 0
+            )
+            if found is None:  # no index of the group's names: the whole lexicon, from now on
+                self.client = lexicon(self.store, self.group)
+                return self.client
+            cache[name] = lexicon_of(found)
+        return cache[name]
+
+    def norm_of(self, node_id: str) -> str | None:
+        """An entity's normalised name (an embedding hit may be outside the candidates)."""
+        if self.client is not None:
+            return self.client.id_norms.get(node_id)
+        known = next((lex.id_norms[node_id] for lex in (*self._narrow.values(), *self._wide.values()) if node_id in lex.id_norms), None)
+        if known is not None:
+            return known
+        nodes = self.store.get_nodes(self.group, [node_id])
+        return lexicon_of(nodes).id_norms.get(node_id) if nodes else None
+
+    def entity_count(self) -> int:
+        if self.client is not None:
+            return len(self.client.norms)
+        return per_version(self.store, self.group, "entity_count", lambda: self.store.count_nodes(self.group, Label.ENTITY))
+
+
 Strategy = Literal["exact", "normalized", "alias", "variant", "fuzzy", "substring", "inner", "embedding"]
 # the reference's six-strategy cascade (the default)
 ALL_STRATEGIES: tuple[Strategy, ...] = ("exact", "normalized", "alias", "fuzzy", "substring", "embedding")
 _DIGITS = re.compile(r"\d+")
-
-
-def _singular(word: str) -> str:
-    # A matching key, not a lemma: the question's name and every entity name go through the
-    # same rule, so only names that differ by a plural ending meet (no lemmatizer runs on the
-    # group's entity names at index time).
-    if len(word) < 4 or word.endswith(("ss", "us", "is")):
-        return word
-    if word.endswith("ies"):
-        return word[:-3] + "y"
-    if word.endswith(("ches", "shes", "xes", "sses", "zes")):
-        return word[:-2]
-    return word[:-1] if word.endswith("s") else word
-
-
-def variant_key(norm: str) -> str:
-    """A normalised name with accents folded and every word's plural ending dropped, so
-    spelling and number variants of one name share a key ("Aschenbrodel" / "Aschenbrödel",
-    "travel request" / "travel requests")."""
-    folded = "".join(ch for ch in unicodedata.normalize("NFKD", norm) if not unicodedata.combining(ch))
-    return " ".join(_singular(w) for w in folded.split())
 
 
 def _same_numbers(a: str, b: str) -> bool:
@@ -580,25 +624,38 @@ class SeedResolution(Stage):
             description="Divide each seed's weight by the number of chunks that mention its entity "
             "(HippoRAG's node specificity), so a rare name in the question outweighs a common one.",
         )
+        engine: NamesEngine = Field(
+            "auto",
+            description="Where the cascade finds its entities. auto: the store's index of entity names where it "
+            "keeps one (Neo4j: each name's candidates read per question, a bounded number), else a lexicon of "
+            "the group's entities built in the client once per store version (the embedded store); client: "
+            "always that lexicon. The cascade is the same; only Neo4j's fuzzy candidates are bounded "
+            f"({FUZZY_CANDIDATES} a name, Lucene's best), so a fuzzy match can differ there.",
+        )
 
     params: Params
 
     def resolve(
         self, name: str, lex: Lexicon, ctx: StageContext, group: str, *, noun_phrase: bool = False
     ) -> tuple[str, Strategy, float] | None:
-        return self._cascade(name, lex, ctx, group, self._strategies(noun_phrase))
+        names = Names.of(ctx.services.store, group, lex)
+        return self._cascade(name, names, ctx, group, self._strategies(noun_phrase))
 
     def _strategies(self, noun_phrase: bool) -> list[Strategy]:
         p = self.params
         return list(p.noun_phrase_strategies if noun_phrase and p.noun_phrase_strategies is not None else p.strategies)
 
     def _cascade(
-        self, name: str, lex: Lexicon, ctx: StageContext, group: str, strategies: Sequence[Strategy]
+        self, name: str, names: Names, ctx: StageContext, group: str, strategies: Sequence[Strategy]
     ) -> tuple[str, Strategy, float] | None:
         norm = normalize_name(name)
         if not norm:
             return None
+        wide = False  # once a strategy needed the wider candidates, the rest see them too
         for strategy in strategies:
+            wide = wide or strategy in _WIDE
+            # the embedding strategy reads the vector index, not the names
+            lex = Lexicon() if strategy == "embedding" else names.lexicon(name, wide)
             hit: str | None = None
             score = 1.0
             if strategy == "exact":
@@ -631,7 +688,7 @@ class SeedResolution(Stage):
                 except Exception:
                     hits = []
                 if hits and hits[0][1] >= self.params.embedding_threshold and (
-                    not self.params.strict_numbers or _same_numbers(norm, lex.id_norms.get(hits[0][0], norm))
+                    not self.params.strict_numbers or _same_numbers(norm, names.norm_of(hits[0][0]) or norm)
                 ):
                     hit, score = hits[0]
             if hit is not None:
@@ -655,7 +712,7 @@ class SeedResolution(Stage):
         return None
 
     def run(self, state: QueryState, ctx: StageContext) -> None:
-        lex = lexicon(ctx.services.store, state.group)
+        names = Names(ctx.services.store, state.group, self.params.engine)
         have = {s.node_id for s in state.seeds if s.node_id}
         report: list[dict[str, Any]] = []
         unresolved: list[str] = []
@@ -666,7 +723,7 @@ class SeedResolution(Stage):
         phrases: set[str] = state.extras.get(NOUN_PHRASES_KEY, set())
         cascades = {n: self._strategies(n in phrases) for n in dict.fromkeys(state.seed_names)}
         cuts = {n: (c.index("embedding") if "embedding" in c else len(c)) for n, c in cascades.items()}
-        early = {n: self._cascade(n, lex, ctx, state.group, c[: cuts[n]]) for n, c in cascades.items()}
+        early = {n: self._cascade(n, names, ctx, state.group, c[: cuts[n]]) for n, c in cascades.items()}
         late = [n for n, r in early.items() if r is None and normalize_name(n) and cuts[n] < len(cascades[n])]
         if len(late) > 1:
             embed_queries = getattr(ctx.services, "embed_queries", None)
@@ -676,7 +733,7 @@ class SeedResolution(Stage):
         for name in state.seed_names:
             check_deadline("seed_resolution")
             rest = cascades[name][cuts[name]:]
-            res = early[name] or (self._cascade(name, lex, ctx, state.group, rest) if name in late else None)
+            res = early[name] or (self._cascade(name, names, ctx, state.group, rest) if name in late else None)
             if res is None:
                 unresolved.append(name)
                 continue
@@ -694,7 +751,8 @@ class SeedResolution(Stage):
         counts: dict[str, int] = {}
         for r in report:
             counts[r["strategy"]] = counts.get(r["strategy"], 0) + 1
-        ctx.stats.update({"seeds": report, "unresolved": unresolved, "by_strategy": counts, "entities_in_group": len(lex.norms)})
+        ctx.stats.update({"seeds": report, "unresolved": unresolved, "by_strategy": counts,
+                          "entities_in_group": names.entity_count(), "names_from": names.engine})
 
 
 # --------------------------------------------------------------------------- community peers

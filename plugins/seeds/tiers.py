@@ -131,6 +131,12 @@ class StructuralSeeds(Stage):
         max_sections: int = Field(5, ge=1, le=100, description="Structural seed sections kept, best summed score first.")
         entities_per_section: int = Field(20, ge=1, le=1000, description="Most-mentioned entities of a section that become seeds.")
         keyword_fallback: bool = Field(True, description="When no section qualifies, match query words against section titles.")
+        keyword_engine: Literal["auto", "client"] = Field(
+            "auto",
+            description="Where the keyword fallback matches titles. auto: the store's index of section titles "
+            "where it keeps one (Neo4j: the titles holding a query word, at most 20,000 index hits ranked), else "
+            "an index of the group's section titles built in the client once per store version; client: always that.",
+        )
 
     params: Params
 
@@ -148,8 +154,9 @@ class StructuralSeeds(Stage):
         rows = aggregate_sections(hits, sent_sec, p.min_sentences)[: p.max_sections]
         mode = "sentences"
         if not rows and p.keyword_fallback:
-            rows = self._keyword_sections(store, state.group, state.question)
+            rows, engine = self._keyword_sections(store, state.group, state.question)
             mode = "keyword_fallback" if rows else "none"
+            ctx.stats["keyword_engine"] = engine
         elif not rows:
             mode = "none"
         ents = section_entities(store, state.group, [r[0] for r in rows])
@@ -172,10 +179,16 @@ class StructuralSeeds(Stage):
             }
         )
 
-    def _keyword_sections(self, store: GraphStore, group: str, question: str) -> list[tuple[str, float, int]]:
+    def _keyword_sections(self, store: GraphStore, group: str, question: str) -> tuple[list[tuple[str, float, int]], str]:
+        """The sections whose titles hold the most of the question's content words (then by
+        id), and where they were matched."""
         words = content_words(question)
         if not words:
-            return []
+            return [], "none"
+        k = self.params.max_sections
+        found = store.sections_by_title(group, words, k) if self.params.keyword_engine == "auto" else None
+        if found is not None:
+            return [(sec, float(h), h) for sec, h in found], "store title index"
         index = title_index(store, group)
         hits: dict[str, int] = defaultdict(int)
         for w in words:  # a title word is a whole \w+ run, as a \bword\b match would find it
@@ -183,7 +196,7 @@ class StructuralSeeds(Stage):
                 hits[sec] += 1
         rows = [(sec, float(h), h) for sec, h in hits.items()]
         rows.sort(key=lambda r: (-r[1], r[0]))
-        return rows[: self.params.max_sections]
+        return rows[:k], "client title index"
 
 
 def title_index(store: GraphStore, group: str) -> dict[str, list[str]]:

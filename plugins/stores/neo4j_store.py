@@ -37,6 +37,7 @@ back to plain cosine so both backends return the same scores.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import re
@@ -69,6 +70,7 @@ from graphroute.core.api.store import (
 )
 from graphroute.core.errors import StoreError, StoreUnavailableError
 from graphroute.core.hookspecs import hookimpl
+from graphroute.core.lib.entities import ENTITY_ID_PREFIX, normalize_name, variant_key
 from graphroute.core.lib.net import is_loopback
 from pydantic import Field
 
@@ -90,7 +92,8 @@ _FRONTIER_BATCH = 10_000
 # same whether the statement MERGEs or CREATEs them.
 _NODE_SET = (
     "SET n.label = row.label, n.doc_id = row.doc_id, n.props = row.props, n.p_text = row.text, "
-    "n.p_sentence = row.sentence, "
+    "n.p_sentence = row.sentence, n.p_ename = row.ename, n.p_ekeys = row.ekeys, n.p_mentions = row.mentions, "
+    "n.p_twords = row.twords, "
     + ", ".join(f"n.p_{p} = row.{p}" for p in INDEXED_PROPS)
     + " SET n += row.vec"
 )
@@ -104,7 +107,20 @@ TEXT_INDEXES: dict[str, tuple[str, str]] = {"TextChunk": ("text", "gr_text"), "S
 # sentence index existed lacks it, and its sentences are ranked in the client instead.
 SENTENCE_TEXT_FLAG = "sentence_text"
 UPGRADE_BATCH = 5_000  # sentences per transaction when upgrade_group indexes a group's text
-_META_MERGE = f"MERGE (m:GRMeta {{group: $g}}) ON CREATE SET m.{SENTENCE_TEXT_FLAG} = true"  # wherever it may be made
+# Entities' names and sections' title words, each in a full-text index that splits on
+# whitespace alone: the texts are normalised when written, so an index term is exactly a
+# word of a name (or a title), and a phrase is exactly a run of whole words. What
+# entity_candidates and sections_by_title read, a bounded number of rows per question.
+# ``p_ename``: an entity's normalised name; ``p_ekeys``: one term per whole normalised alias
+# and variant key (_name_key); ``p_twords``: a section title's lower-cased words, once each.
+NAME_INDEX, TITLE_INDEX = "gr_entity_names", "gr_section_titles"
+# GRMeta flag: every Entity and Section of the group was written with those columns (set
+# like SENTENCE_TEXT_FLAG); without it the seed stages read the group in the client.
+NAMES_FLAG = "name_index"
+NAME_SCAN = 20_000  # index hits (of every group) an outer-name or title look-up ranks at most
+_META_MERGE = (  # wherever the meta node may be made
+    f"MERGE (m:GRMeta {{group: $g}}) ON CREATE SET m.{SENTENCE_TEXT_FLAG} = true, m.{NAMES_FLAG} = true"
+)
 _LUCENE_TERM = re.compile(r"\w+", re.UNICODE)
 _EDGE_SET = "SET r.group = $g, r.doc_id = row.doc_id, r.props = row.props"
 SCHEMA_ATTEMPTS = 5  # tries of one schema statement on a transient error (deadlock between two new stores)
@@ -123,6 +139,38 @@ def _indexed_text(label: str, props: Mapping[str, Any]) -> str | None:
         return None
     title = props.get("document") or props.get("title")
     return f"{title}\n{text}" if title else text
+
+
+def _name_key(kind: str, text: str) -> str:
+    """One index term standing for a whole normalised name (``kind``: "a" an alias, "v" a
+    variant key): a hash in letters and digits, so neither the analyzer nor the query parser
+    splits or reads anything in it."""
+    return kind + hashlib.blake2b(text.encode(), digest_size=10).hexdigest()
+
+
+def _name_columns(label: str, node_id: str, props: Mapping[str, Any]) -> dict[str, Any]:
+    """What an Entity (``ename``, ``ekeys``, ``mentions``) or a Section (``twords``) puts in
+    the name indexes: the keys seed resolution's client lexicon (plugins/seeds) builds from
+    the same properties, so a look-up finds the entities the lexicon would."""
+    out: dict[str, Any] = {"ename": None, "ekeys": None, "mentions": None, "twords": None}
+    if label == Label.ENTITY:
+        norm = str(props.get("norm") or node_id.removeprefix(ENTITY_ID_PREFIX))
+        keys = [_name_key("v", v) for v in [variant_key(norm)] if v]
+        for alias in props.get("aliases") or []:
+            a = normalize_name(str(alias))
+            keys += [_name_key("a", a), _name_key("v", variant_key(a))] if a else []
+        mc = props.get("mention_count")
+        out.update(ename=norm, ekeys=" ".join(dict.fromkeys(keys)), mentions=int(mc) if isinstance(mc, int | float) else 0)
+    elif label == Label.SECTION:
+        out["twords"] = " ".join(dict.fromkeys(re.findall(r"\w+", str(props.get("title") or "").lower())))
+    return out
+
+
+_LUCENE_SPECIAL = re.compile(r'([+\-!(){}\[\]^"~*?:\\/&|])')
+
+
+def _lucene_escaped(word: str) -> str:
+    return _LUCENE_SPECIAL.sub(r"\\\1", word)
 
 
 def _lucene_any(words: Sequence[str], fuzzy: bool) -> str:
@@ -166,6 +214,10 @@ _SCHEMA = (
         "OPTIONS {indexConfig: {`fulltext.analyzer`: 'english'}}"
         for column, index in TEXT_INDEXES.values()
     ),
+    f"CREATE FULLTEXT INDEX {NAME_INDEX} IF NOT EXISTS FOR (n:GRNode) ON EACH [n.p_ename, n.p_ekeys] "
+    "OPTIONS {indexConfig: {`fulltext.analyzer`: 'whitespace'}}",
+    f"CREATE FULLTEXT INDEX {TITLE_INDEX} IF NOT EXISTS FOR (n:GRNode) ON EACH [n.p_twords] "
+    "OPTIONS {indexConfig: {`fulltext.analyzer`: 'whitespace'}}",
 )
 
 
@@ -589,6 +641,7 @@ class Neo4jStore(GraphStore):
             text = _indexed_text(str(n.label), n.props)
             if text is not None:
                 row[TEXT_INDEXES[str(n.label)][0]] = text
+            row.update(_name_columns(str(n.label), n.id, n.props))
             node_rows.append(row)
         edge_rows: dict[str, list[dict[str, Any]]] = {}
         for e in edges:
@@ -822,7 +875,7 @@ class Neo4jStore(GraphStore):
             tx.run("MATCH (e:GRMetaEntry {group: $g}) DELETE e", g=group).consume()
             tx.run(
                 "MATCH (m:GRMeta {group: $g}) WITH m, [k IN keys(m) WHERE k STARTS WITH 'dim_'] AS ks "
-                f"FOREACH (k IN ks | SET m[k] = null) SET m.{SENTENCE_TEXT_FLAG} = true",
+                f"FOREACH (k IN ks | SET m[k] = null) SET m.{SENTENCE_TEXT_FLAG} = true, m.{NAMES_FLAG} = true",
                 g=group,
             ).consume()
             self._bump(tx, group)
@@ -830,36 +883,74 @@ class Neo4jStore(GraphStore):
         self._write_tx("delete_group", work)
 
     def upgrade_group(self, group: str) -> list[str]:
-        # A group written before the sentence index existed: index its sentences' text
-        # (read in id order, a batch at a time), then set the flag search_text checks.
-        flag = self._query("text index", f"MATCH (m:GRMeta {{group: $g}}) RETURN m.{SENTENCE_TEXT_FLAG} AS f", g=group)
-        if not flag or flag[0]["f"]:
+        # A group written before an index existed: write what the index reads on its nodes
+        # (read in id order, a batch at a time), then set the flag the queries check.
+        flags = self._flags(group)
+        if flags is None:
             return []
-        after, done = "", 0
-        while True:
-            rows = self._query(
-                "sentences to index",
-                "MATCH (n:GRNode {group: $g, label: $l}) WHERE n.id > $after "
-                "RETURN n.id AS id, n.props AS props ORDER BY n.id LIMIT $n",
-                g=group, l=str(Label.SENTENCE), after=after, n=UPGRADE_BATCH,
+        done: list[str] = []
+        if not flags.get(SENTENCE_TEXT_FLAG):
+            n = self._backfill(group, [Label.SENTENCE], SENTENCE_TEXT_FLAG, "SET n.p_sentence = r.t",
+                               lambda i, label, props: {"t": _indexed_text(label, props)})
+            done.append(f"indexed the text of {n[Label.SENTENCE]:,} sentences in {TEXT_INDEXES[str(Label.SENTENCE)][1]}")
+        if not flags.get(NAMES_FLAG):
+            n = self._backfill(
+                group, [Label.ENTITY, Label.SECTION], NAMES_FLAG,
+                "SET n.p_ename = r.ename, n.p_ekeys = r.ekeys, n.p_mentions = r.mentions, n.p_twords = r.twords",
+                _name_columns,
             )
-            if not rows:
-                break
-            texts = [{"id": r["id"], "t": _indexed_text(str(Label.SENTENCE), load_props(r["props"]))} for r in rows]
+            done.append(f"indexed the names of {n[Label.ENTITY]:,} entities in {NAME_INDEX} "
+                        f"and the titles of {n[Label.SECTION]:,} sections in {TITLE_INDEX}")
+        return done
 
-            def put(tx: ManagedTransaction, texts: list[dict[str, Any]] = texts) -> None:
-                tx.run("UNWIND $rows AS r MATCH (n:GRNode {group: $g, id: r.id}) SET n.p_sentence = r.t",
-                       rows=texts, g=group).consume()
+    def _flags(self, group: str) -> dict[str, Any] | None:
+        """The group's index flags (SENTENCE_TEXT_FLAG, NAMES_FLAG); None without a meta node."""
+        rows = self._query(
+            "index flags", f"MATCH (m:GRMeta {{group: $g}}) RETURN m.{SENTENCE_TEXT_FLAG} AS s, m.{NAMES_FLAG} AS n", g=group
+        )
+        return {SENTENCE_TEXT_FLAG: rows[0]["s"], NAMES_FLAG: rows[0]["n"]} if rows else None
 
-            self._write_tx("index sentences", put)
-            after, done = str(rows[-1]["id"]), done + len(rows)
+    def _flag(self, group: str, flag: str) -> bool:
+        return bool((self._flags(group) or {}).get(flag))
+
+    def _backfill(
+        self,
+        group: str,
+        labels: Sequence[str],
+        flag: str,
+        set_clause: str,
+        columns: Callable[[str, str, Mapping[str, Any]], Mapping[str, Any]],
+    ) -> dict[str, int]:
+        """Write ``columns(label, id, props)`` (as ``r``, through ``set_clause``) on every node
+        of ``labels``, UPGRADE_BATCH nodes a transaction, then set ``flag`` and bump the
+        version; how many nodes of each label."""
+        counts: dict[str, int] = {}
+        for label in labels:
+            after, counts[str(label)] = "", 0
+            while True:
+                rows = self._query(
+                    "nodes to index",
+                    "MATCH (n:GRNode {group: $g, label: $l}) WHERE n.id > $after "
+                    "RETURN n.id AS id, n.props AS props ORDER BY n.id LIMIT $n",
+                    g=group, l=str(label), after=after, n=UPGRADE_BATCH,
+                )
+                if not rows:
+                    break
+                batch = [{"id": r["id"], **columns(str(label), r["id"], load_props(r["props"]))} for r in rows]
+
+                def put(tx: ManagedTransaction, batch: list[dict[str, Any]] = batch) -> None:
+                    tx.run(f"UNWIND $rows AS r MATCH (n:GRNode {{group: $g, id: r.id}}) {set_clause}",
+                           rows=batch, g=group).consume()
+
+                self._write_tx("index nodes", put)
+                after, counts[str(label)] = str(rows[-1]["id"]), counts[str(label)] + len(rows)
 
         def flag_set(tx: ManagedTransaction) -> None:
-            tx.run(f"MATCH (m:GRMeta {{group: $g}}) SET m.{SENTENCE_TEXT_FLAG} = true", g=group).consume()
+            tx.run(f"MATCH (m:GRMeta {{group: $g}}) SET m.{flag} = true", g=group).consume()
             self._bump(tx, group)
 
-        self._write_tx("index sentences", flag_set)
-        return [f"indexed the text of {done:,} sentences in {TEXT_INDEXES[str(Label.SENTENCE)][1]}"]
+        self._write_tx("index nodes", flag_set)
+        return counts
 
     # ------------------------------------------------------------------ reads
     @staticmethod
@@ -1096,10 +1187,8 @@ class Neo4jStore(GraphStore):
     def search_text(self, group: str, query: str, k: int, *, label: str = Label.CHUNK) -> list[tuple[str, float]] | None:
         if str(label) not in TEXT_INDEXES:
             return None
-        if str(label) == Label.SENTENCE:
-            flag = self._query("text index", f"MATCH (m:GRMeta {{group: $g}}) RETURN m.{SENTENCE_TEXT_FLAG} AS f", g=group)
-            if not flag or not flag[0]["f"]:
-                return None  # sentences written before their index existed: not all are in it
+        if str(label) == Label.SENTENCE and not self._flag(group, SENTENCE_TEXT_FLAG):
+            return None  # sentences written before their index existed: not all are in it
         terms = _LUCENE_TERM.findall(query)
         if k <= 0 or not terms:
             return []
@@ -1186,6 +1275,60 @@ class Neo4jStore(GraphStore):
                 mine = [t for _, _, t in self._fulltext(index, lucene, group, m.limit, texts=True)]
             out[i] = mine[: m.limit]
         return out
+
+    def entity_candidates(self, group: str, name: str, *, fuzzy: int = 0, outer: int = 0) -> list[Node] | None:
+        if not self._flag(group, NAMES_FLAG):
+            return None  # entities written before the name index existed: not all are in it
+        norm = normalize_name(name)
+        if not norm:
+            return []
+        toks = norm.split(" ")
+        runs = list(dict.fromkeys(" ".join(toks[a:b]) for a in range(len(toks)) for b in range(a + 1, len(toks) + 1)))
+        keys = [_name_key("a", norm)] + [_name_key("v", v) for v in [variant_key(norm)] if v]
+        found = self._query(
+            "entity names",
+            "CALL () { "
+            "MATCH (n:GRNode {group: $g, label: $l, p_name: $name}) RETURN n.id AS id "
+            "UNION UNWIND $runs AS r MATCH (n:GRNode {group: $g, label: $l, p_norm: r}) RETURN n.id AS id "
+            "UNION UNWIND $ids AS i MATCH (n:GRNode {group: $g, id: i}) USING INDEX n:GRNode(group, id) "
+            "WHERE n.label = $l RETURN n.id AS id "
+            f"UNION CALL db.index.fulltext.queryNodes('{NAME_INDEX}', $keys) YIELD node "
+            "WITH node WHERE node.group = $g RETURN node.id AS id } RETURN id",
+            g=group, l=str(Label.ENTITY), name=name, runs=runs, ids=[ENTITY_ID_PREFIX + r for r in runs],
+            keys="p_ekeys:(" + " ".join(keys) + ")",
+        )
+        ids = {str(r["id"]) for r in found}
+        words = [_lucene_escaped(t) for t in toks]
+        if fuzzy > 0:  # each word, or a word an edit away (two from six letters), as _lucene_any spells them
+            terms = [f"{w}~{1 if len(t) < 6 else 2}" if len(t) > 2 else w for w, t in zip(words, toks, strict=True)]
+            ids.update(i for i, _, _ in self._fulltext(NAME_INDEX, "p_ename:(" + " ".join(terms) + ")", group, fuzzy)[:fuzzy])
+        if outer > 0:  # the names holding the whole name as a phrase, ranked as the cascade picks one
+            rows = self._query(
+                "entity names",
+                f"CALL db.index.fulltext.queryNodes('{NAME_INDEX}', $q, {{limit: $scan}}) YIELD node "
+                "WITH node WHERE node.group = $g AND node.label = $l "
+                "RETURN node.id AS id ORDER BY coalesce(node.p_mentions, 0) DESC, size(node.p_ename), node.p_ename DESC LIMIT $k",
+                q='p_ename:"' + " ".join(words) + '"', scan=NAME_SCAN, g=group, l=str(Label.ENTITY), k=outer,
+            )
+            ids.update(str(r["id"]) for r in rows)
+        return self.get_nodes(group, sorted(ids))
+
+    def sections_by_title(self, group: str, words: Sequence[str], k: int) -> list[tuple[str, int]] | None:
+        if not self._flag(group, NAMES_FLAG):
+            return None
+        wanted = list(dict.fromkeys(w for w in words if w))
+        if k <= 0 or not wanted:
+            return []
+        rows = self._query(
+            "section titles",
+            f"CALL db.index.fulltext.queryNodes('{TITLE_INDEX}', $q, {{limit: $scan}}) YIELD node "
+            "WITH node WHERE node.group = $g AND node.label = $l "
+            "WITH node.id AS id, size([w IN $words WHERE (' ' + node.p_twords + ' ') CONTAINS (' ' + w + ' ')]) AS hits "
+            "WHERE hits > 0 RETURN id, hits ORDER BY hits DESC, id LIMIT $k",
+            q="p_twords:(" + " ".join(_lucene_escaped(w) for w in wanted) + ")", scan=NAME_SCAN,
+            g=group, l=str(Label.SECTION), words=wanted, k=k,
+        )
+        return [(str(r["id"]), int(r["hits"])) for r in rows]
 
     def count_text(self, group: str, word: str, *, label: str = Label.CHUNK) -> int | None:
         out = self.count_texts(group, [word], label=label)

@@ -153,7 +153,7 @@ def test_thematic_seeds_keep_every_community_of_a_single_document_group(store: G
 def test_keyword_fallback_matches_whole_title_words(store: GraphStore) -> None:
     titles = {"s1": "Warranty Terms", "s2": "Payment schedule (terms)", "s3": "warranty_extra", "s4": "Warranties"}
     store.write(GROUP, nodes=[Node(id=i, label=Label.SECTION, group=GROUP, props={"title": t}) for i, t in titles.items()], edges=[])
-    rows = StructuralSeeds()._keyword_sections(store, GROUP, "What are the warranty terms?")
+    rows, _ = StructuralSeeds()._keyword_sections(store, GROUP, "What are the warranty terms?")
     # s1 has both words, s2 "terms" only; "warranty_extra" and "Warranties" are other words
     assert rows == [("s1", 2.0, 2), ("s2", 1.0, 1)]
 
