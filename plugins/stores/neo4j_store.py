@@ -891,7 +891,7 @@ class Neo4jStore(GraphStore):
         done: list[str] = []
         if not flags.get(SENTENCE_TEXT_FLAG):
             n = self._backfill(group, [Label.SENTENCE], SENTENCE_TEXT_FLAG, "SET n.p_sentence = r.t",
-                               lambda i, label, props: {"t": _indexed_text(label, props)})
+                               lambda label, _id, props: {"t": _indexed_text(label, props)})
             done.append(f"indexed the text of {n[Label.SENTENCE]:,} sentences in {TEXT_INDEXES[str(Label.SENTENCE)][1]}")
         if not flags.get(NAMES_FLAG):
             n = self._backfill(
