@@ -7,13 +7,19 @@ and a Neo4j group written before the indexes existed falls back to the lexicon u
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from graphroute.core.api.models import Label, Node
 from graphroute.core.api.stage import QueryState, StageContext
 from graphroute.core.api.store import GraphStore
+from graphroute.core.apps.cli.main import cli_app
 from graphroute.core.query.services import Services
 from graphroute.plugins.seeds.entity_seeds import SeedResolution
 from graphroute.plugins.seeds.tiers import StructuralSeeds
+from typer.testing import CliRunner
+
+from tests.dev_neo4j import NEO4J_URI
 
 STRATEGIES = ["exact", "normalized", "alias", "variant", "fuzzy", "substring", "embedding"]
 CASES = [
@@ -100,7 +106,9 @@ def test_a_group_written_before_the_name_index_resolves_in_the_client_until_upgr
     before = {name: resolve(store, group, name) for name, _, _ in CASES}
     assert all(ctx.stats["names_from"] == "client lexicon" for _, ctx in before.values())
     version = store.version(group)
-    assert store.upgrade_group(group) == [
+    upgraded = CliRunner().invoke(cli_app(), ["upgrade", "--store", NEO4J_URI, "-g", group, "--json"])
+    assert upgraded.exit_code == 0, upgraded.output
+    assert json.loads(upgraded.output)["upgrades"] == [
         "indexed the names of 9 entities in gr_entity_names and the titles of 1 sections in gr_section_titles"
     ]
     assert store.version(group) > version and store.upgrade_group(group) == []

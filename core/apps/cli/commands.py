@@ -242,6 +242,24 @@ def _print_index_report(data: dict[str, Any]) -> None:
 
 
 @commands.command()
+def upgrade(
+    store: StoreOpt = None,
+    group: GroupOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Bring a group written by an older graphroute up to what today's queries read (Neo4j:
+    index its sentences' text, its entities' names and its sections' titles), without
+    indexing anything; `graphroute index` does the same before every run."""
+    gr = engine(store, group)
+    done = gr.store.upgrade_group(gr.group)
+    if as_json:
+        print(json.dumps({"group": gr.group, "upgrades": done}, indent=2))
+        return
+    for line in done or ["nothing to do: the group is up to date"]:
+        out.print(f"group {gr.group}: {line}", highlight=False)
+
+
+@commands.command()
 def stats(
     store: StoreOpt = None,
     group: GroupOpt = None,
