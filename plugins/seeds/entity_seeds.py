@@ -500,6 +500,12 @@ def lexicon_of(nodes: Iterable[Node]) -> Lexicon:
     return lex
 
 
+Strategy = Literal["exact", "normalized", "alias", "variant", "fuzzy", "substring", "inner", "embedding"]
+# the reference's six-strategy cascade (the default)
+ALL_STRATEGIES: tuple[Strategy, ...] = ("exact", "normalized", "alias", "fuzzy", "substring", "embedding")
+_DIGITS = re.compile(r"\d+")
+
+
 # Candidates a name reads from a store's name index for the fuzzy strategy (Lucene's best
 # matches of its words, each within an edit or two), and for the outer substring strategy
 # (the most mentioned names holding it; the cascade takes the first, the rest are spare).
@@ -562,12 +568,6 @@ class Names:
         if self.client is not None:
             return len(self.client.norms)
         return per_version(self.store, self.group, "entity_count", lambda: self.store.count_nodes(self.group, Label.ENTITY))
-
-
-Strategy = Literal["exact", "normalized", "alias", "variant", "fuzzy", "substring", "inner", "embedding"]
-# the reference's six-strategy cascade (the default)
-ALL_STRATEGIES: tuple[Strategy, ...] = ("exact", "normalized", "alias", "fuzzy", "substring", "embedding")
-_DIGITS = re.compile(r"\d+")
 
 
 def _same_numbers(a: str, b: str) -> bool:
