@@ -6,7 +6,11 @@ Model (everything carries ``group``; no query ever matches without it):
   properties cannot hold maps); scalar values of the looked-up props (``name``, ``norm``,
   ``path``, ``title``, ``alias``) are copied to ``p_<prop>`` and indexed for ``find_nodes``.
   Unique constraint on ``(group, id)``; range indexes on ``(group, label)``,
-  ``(group, doc_id)`` and ``(group, label, p_<prop>)``.
+  ``(group, doc_id)`` and ``(group, label, p_<prop>)``. Full-text indexes: chunks' and
+  sentences' text (``gr_text``, ``gr_sentence_text``: BM25 and the "not found" rules), and
+  entities' names and sections' title words (``gr_entity_names``, ``gr_section_titles``:
+  seed resolution and the keyword fallback), each with a ``GRMeta`` flag saying a group's
+  nodes were all written with it (``upgrade_group`` backfills a group written before).
 * Relationships of the edge's real type, ``{group, doc_id, props}``; identified by
   ``(src, type, dst)`` like the embedded store (``MERGE``), never dangling (both endpoints
   are ``MATCH``-ed first). The batches of new documents that ``write_batches`` keeps in
@@ -106,7 +110,7 @@ TEXT_INDEXES: dict[str, tuple[str, str]] = {"TextChunk": ("text", "gr_text"), "S
 # group's meta node is made, and when the group is emptied); a group written before the
 # sentence index existed lacks it, and its sentences are ranked in the client instead.
 SENTENCE_TEXT_FLAG = "sentence_text"
-UPGRADE_BATCH = 5_000  # sentences per transaction when upgrade_group indexes a group's text
+UPGRADE_BATCH = 5_000  # nodes per transaction when upgrade_group indexes a group written before an index
 # Entities' names and sections' title words, each in a full-text index that splits on
 # whitespace alone: the texts are normalised when written, so an index term is exactly a
 # word of a name (or a title), and a phrase is exactly a run of whole words. What
