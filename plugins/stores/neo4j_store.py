@@ -1281,41 +1281,44 @@ class Neo4jStore(GraphStore):
         return out
 
     def entity_candidates(self, group: str, name: str, *, fuzzy: int = 0, outer: int = 0) -> list[Node] | None:
-        if not self._flag(group, NAMES_FLAG):
-            return None  # entities written before the name index existed: not all are in it
         norm = normalize_name(name)
-        if not norm:
-            return []
-        toks = norm.split(" ")
+        toks = norm.split(" ") if norm else []
         runs = list(dict.fromkeys(" ".join(toks[a:b]) for a in range(len(toks)) for b in range(a + 1, len(toks) + 1)))
         keys = [_name_key("a", norm)] + [_name_key("v", v) for v in [variant_key(norm)] if v]
-        found = self._query(
+        node = "RETURN n {.id, .label, .doc_id, .props} AS n"
+        # the group's flag and the whole-key look-ups in one round trip
+        first = self._query(
             "entity names",
-            "CALL () { "
-            "MATCH (n:GRNode {group: $g, label: $l, p_name: $name}) RETURN n.id AS id "
-            "UNION UNWIND $runs AS r MATCH (n:GRNode {group: $g, label: $l, p_norm: r}) RETURN n.id AS id "
+            f"OPTIONAL MATCH (m:GRMeta {{group: $g}}) RETURN coalesce(m.{NAMES_FLAG}, false) AS ready, COLLECT {{ "
+            f"MATCH (n:GRNode {{group: $g, label: $l, p_name: $name}}) {node} "
+            f"UNION UNWIND $runs AS r MATCH (n:GRNode {{group: $g, label: $l, p_norm: r}}) {node} "
             "UNION UNWIND $ids AS i MATCH (n:GRNode {group: $g, id: i}) USING INDEX n:GRNode(group, id) "
-            "WHERE n.label = $l RETURN n.id AS id "
-            f"UNION CALL db.index.fulltext.queryNodes('{NAME_INDEX}', $keys) YIELD node "
-            "WITH node WHERE node.group = $g RETURN node.id AS id } RETURN id",
+            f"WHERE n.label = $l {node} "
+            f"UNION CALL db.index.fulltext.queryNodes('{NAME_INDEX}', $keys) YIELD node AS n "
+            f"WITH n WHERE n.group = $g AND n.label = $l {node} }} AS nodes",
             g=group, l=str(Label.ENTITY), name=name, runs=runs, ids=[ENTITY_ID_PREFIX + r for r in runs],
             keys="p_ekeys:(" + " ".join(keys) + ")",
         )
-        ids = {str(r["id"]) for r in found}
+        if not first or not first[0]["ready"]:
+            return None  # entities written before the name index existed: not all are in it
+        if not norm:
+            return []
+        found = {str(r["id"]): self._node(group, r) for r in first[0]["nodes"]}
         words = [_lucene_escaped(t) for t in toks]
-        if fuzzy > 0:  # each word, or a word an edit away (two from six letters), as _lucene_any spells them
-            terms = [f"{w}~{1 if len(t) < 6 else 2}" if len(t) > 2 else w for w, t in zip(words, toks, strict=True)]
-            ids.update(i for i, _, _ in self._fulltext(NAME_INDEX, "p_ename:(" + " ".join(terms) + ")", group, fuzzy)[:fuzzy])
         if outer > 0:  # the names holding the whole name as a phrase, ranked as the cascade picks one
             rows = self._query(
                 "entity names",
-                f"CALL db.index.fulltext.queryNodes('{NAME_INDEX}', $q, {{limit: $scan}}) YIELD node "
-                "WITH node WHERE node.group = $g AND node.label = $l "
-                "RETURN node.id AS id ORDER BY coalesce(node.p_mentions, 0) DESC, size(node.p_ename), node.p_ename DESC LIMIT $k",
+                f"CALL db.index.fulltext.queryNodes('{NAME_INDEX}', $q, {{limit: $scan}}) YIELD node AS n "
+                "WITH n WHERE n.group = $g AND n.label = $l "
+                f"WITH n ORDER BY coalesce(n.p_mentions, 0) DESC, size(n.p_ename), n.p_ename DESC LIMIT $k {node}",
                 q='p_ename:"' + " ".join(words) + '"', scan=NAME_SCAN, g=group, l=str(Label.ENTITY), k=outer,
             )
-            ids.update(str(r["id"]) for r in rows)
-        return self.get_nodes(group, sorted(ids))
+            found.update((str(r["n"]["id"]), self._node(group, r["n"])) for r in rows)
+        if fuzzy > 0:  # each word, or a word an edit away (two from six letters), as _lucene_any spells them
+            terms = [f"{w}~{1 if len(t) < 6 else 2}" if len(t) > 2 else w for w, t in zip(words, toks, strict=True)]
+            hits = self._fulltext(NAME_INDEX, "p_ename:(" + " ".join(terms) + ")", group, fuzzy)[:fuzzy]
+            found.update((n.id, n) for n in self.get_nodes(group, [i for i, _, _ in hits if i not in found]))
+        return [found[i] for i in sorted(found)]
 
     def sections_by_title(self, group: str, words: Sequence[str], k: int) -> list[tuple[str, int]] | None:
         if not self._flag(group, NAMES_FLAG):
