@@ -932,10 +932,14 @@ class Neo4jStore(GraphStore):
         for label in labels:
             after, counts[str(label)] = "", 0
             while True:
+                # In the (group, id) index's own order, from the last batch's id on: each
+                # batch reads on from where the last stopped (ordered by id alone, the
+                # planner sorted the label's every node for every batch).
                 rows = self._query(
                     "nodes to index",
-                    "MATCH (n:GRNode {group: $g, label: $l}) WHERE n.id > $after "
-                    "RETURN n.id AS id, n.props AS props ORDER BY n.id LIMIT $n",
+                    "MATCH (n:GRNode {group: $g}) USING INDEX n:GRNode(group, id) WHERE n.id > $after "
+                    "WITH n ORDER BY n.group, n.id WHERE n.label = $l "
+                    "RETURN n.id AS id, n.props AS props LIMIT $n",
                     g=group, l=str(label), after=after, n=UPGRADE_BATCH,
                 )
                 if not rows:
