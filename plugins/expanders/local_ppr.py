@@ -227,7 +227,7 @@ DEGREE_CACHE_MAX = 200_000
 # The counts a push may stop at (one store call per limit a round needs): a node whose
 # degree need only be shown above its threshold is counted to the first limit past that
 # many edges, and a node needing more is counted whole.
-COUNT_LIMITS: tuple[int, ...] = (64, 4096)
+COUNT_LIMITS: tuple[int, ...] = (8, 256, 4096)
 
 
 class DegreeCache:
