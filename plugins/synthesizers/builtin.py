@@ -404,6 +404,7 @@ class StoreTerms:
         self._df_of: dict[str, int] = {}
         self._matched: dict[TextMatch, list[str]] = {}
         self._counted: dict[str, int] = {}
+        self._exact: set[str] = set()  # words an exact look-up found as the client spells them
 
     def _match(self, lookups: Sequence[TextMatch]) -> list[list[str]]:
         """The texts of each look-up, those not made before in one store call."""
@@ -421,29 +422,49 @@ class StoreTerms:
         return [self._counted[w] for w in words]
 
     def _lookup(self, clauses: Sequence[Sequence[str]], near: Sequence[str] = ()) -> TextMatch:
-        return TextMatch(tuple(tuple(c) for c in clauses), self.candidates, True, tuple(near))
+        """A look-up of the candidates: fuzzy unless every word is one an exact look-up
+        found (a fuzzy term costs the index far more on a large corpus)."""
+        fuzzy = not all(w in self._exact for c in clauses for w in c)
+        return TextMatch(tuple(tuple(c) for c in clauses), self.candidates, fuzzy, tuple(near))
+
+    def _found_exactly(self, words: Sequence[str]) -> None:
+        """Look ``words`` up as they are (one store call) and note those the index holds so."""
+        exact = [TextMatch(((w,),), self.candidates) for w in words]
+        for w, texts in zip(words, self._match(exact), strict=True):
+            if any(w in content_terms(t) for t in texts):
+                self._exact.add(w)
 
     def _texts(self, clauses: Sequence[Sequence[str]], near: Sequence[str] = ()) -> list[str]:
         return self._match([self._lookup(clauses, near)])[0]
 
     def prepare(self, names: Iterable[Sequence[str]] = (), terms: Iterable[str] = (),
                 pairs: Iterable[tuple[str, str]] = ()) -> None:
-        """Look up in two store calls of each kind what the checks will ask: first each
-        name word's candidates and each term's count; then the texts holding all of a
-        name's words (their variants now known), the rare terms' texts (their exact
-        document frequencies) and the texts holding each pair."""
+        """Look up together what the checks will ask, in three or four store calls: each
+        name word as it is and each term's count; then the other spellings of the name words
+        the index lacks, the texts holding all of a name's words, the rare terms' texts
+        (their exact document frequencies) and the texts holding each pair; last, the texts
+        holding the words of the names that needed other spellings."""
         names, terms = [list(n) for n in names], list(dict.fromkeys(terms))
-        self._match([self._lookup([[w]]) for w in dict.fromkeys(w for n in names for w in n)])
+        words = list(dict.fromkeys(w for n in names for w in n))
+        self._found_exactly(words)
         counts = self._count(terms)
-        together = [self._lookup(o) for o in ([self.variants(w) for w in n] for n in names if len(n) > 1) if all(o)]
+        missing = [self._lookup([[w]]) for w in words if w not in self._exact]  # fuzzy: other spellings
+        known = [n for n in names if len(n) > 1 and all(w in self._exact for w in n)]
         rare = [TextMatch(((t,),), n) for t, n in zip(terms, counts, strict=True) if 0 < n <= self.candidates]
-        self._match([*together, *rare, *(self._lookup([[a], [b]], near=[a, b]) for a, b in pairs)])
+        self._match([*missing, *(self._lookup([[w] for w in n]) for n in known), *rare,
+                     *(self._lookup([[a], [b]], near=[a, b]) for a, b in pairs)])
+        rest = ([self.variants(w) for w in n] for n in names if len(n) > 1 and n not in known)
+        self._match([self._lookup(o) for o in rest if all(o)])
 
     def variants(self, word: str) -> list[str]:
         """As :meth:`CorpusLexicon.variants`, over the candidates' words."""
         if word not in self._variants:
-            terms = frozenset().union(*(content_terms(t) for t in self._texts([[word]])))
-            self._variants[word] = [word] if word in terms else close_spellings(word, sorted(terms))
+            self._found_exactly([word])
+            if word in self._exact:
+                self._variants[word] = [word]
+            else:
+                terms = frozenset().union(*(content_terms(t) for t in self._texts([[word]])))
+                self._variants[word] = [word] if word in terms else close_spellings(word, sorted(terms))
         return self._variants[word]
 
     def knows(self, word: str) -> bool:
