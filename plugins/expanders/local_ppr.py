@@ -41,8 +41,9 @@ nodes already read are a lower bound ``L(v) <= deg(v)``; it is counted only when
 eps L(v)``, i.e. when it may need a push. The count itself may stop once it shows the
 degree above ``r / eps`` (``COUNT_LIMITS``): the rows counted are then a larger ``L(v)``,
 and a hub the walk barely reaches costs the store a few of its edges, not all of them. So
-every node ends with ``r < eps deg``, counted or not, and the bound above holds. Degrees counted are kept between questions for the store
-version (:class:`DegreeCache`, bounded): a hub is counted once, not by every question.
+every node ends with ``r < eps deg``, counted or not, and the bound above holds. Degrees
+counted whole are kept between questions for the store version (:class:`DegreeCache`,
+bounded): a hub is counted once, not by every question.
 
 **Draining what is read.** A node whose edges are already in the client is pushed down to
 ``DRAIN x eps`` rather than ``eps``: its push costs no store query, so the part of the graph
@@ -69,7 +70,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
@@ -133,8 +134,7 @@ class Paths:
     def min_weight(self) -> float:
         """The smallest positive weight an edge may get (each counted edge adds at least this
         much to a node's weighted degree); 0 when every path is off."""
-        return min((w for w in (self.entity, self.section, self.similar, self.shares, self.hub, self.mentions, self.title)
-                    if w > 0), default=0.0)
+        return min((w for w in astuple(self) if w > 0), default=0.0)
 
 
 _CODES = {

@@ -90,7 +90,9 @@ def test_corpus_look_ups_answer_as_the_lexicon(store: GraphStore, make_group: ob
         assert got == negative_reason(q, evidence, floor, lambda: lex), q
 
 
-def test_a_question_is_checked_in_a_few_store_round_trips(store: GraphStore, make_group: object) -> None:
+def test_a_question_is_checked_in_a_few_store_round_trips(
+    store: GraphStore, make_group: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """StoreTerms.prepare asks the index for a question's look-ups together: at most four
     store calls (the name words as they are and the terms' counts; the other spellings of
     name words the index lacks, names' words together, rare terms' texts and pairs; the
@@ -108,7 +110,7 @@ def test_a_question_is_checked_in_a_few_store_round_trips(store: GraphStore, mak
             calls.append(_name)
             return _real(*args, **kw)  # type: ignore[operator]
 
-        setattr(store, name, counted)
+        monkeypatch.setattr(store, name, counted)  # the session's store: undone after the test
     floor = NegativeFloor(names_in_corpus=True, name_phrases=True, min_term_coverage=0.2)
     evidence = [Evidence(id="e", text=DOCS[5][1], score=1.0, document="d", document_id="d")]
     lex = CorpusLexicon.build((f"{t}\n{x}" for t, x in DOCS), with_pairs=True)
