@@ -1056,10 +1056,11 @@ class Neo4jStore(GraphStore):
             "both": "UNWIND $ids AS i MATCH (x:GRNode {group: $g, id: i})-[r]-() USING INDEX x:GRNode(group, id) "
             "WITH DISTINCT r MATCH (a)-[r]->(b)",
         }[direction]
-        rows = self._query(
+        rows = self._rows(
             "edges_of",
             f"{pattern} WHERE $types IS NULL OR type(r) IN $types "
             f"RETURN DISTINCT elementId(r) AS rid, {self._EDGE_COLS}",
+            ("rid", "src", "type", "dst", "doc_id", "props"),
             g=group,
             ids=id_list,
             types=type_list,
