@@ -472,6 +472,15 @@ class GraphStore(ABC):
         bound. The default counts :meth:`neighbours` whole; a backend counts in its query."""
         return counts_of(self.neighbours(group, ids, types, other_labels=other_labels))
 
+    def type_degrees(self, group: str, ids: Sequence[str], types: Collection[str]) -> NeighbourCounts | None:
+        """Each asked node's number of edges of each of ``types``, in either direction and
+        whatever the other end, read from degrees the backend keeps per node and type
+        (Neo4j does), not by reading the edges: a hub costs what a leaf costs. Rows are
+        ``(type, "", n)`` (the other end's label is not read); ``labels`` has every asked id
+        that is a node of the group. None when the backend keeps no such degrees (the
+        default): a caller counts with :meth:`neighbour_counts`."""
+        return None
+
     def search_text(self, group: str, query: str, k: int, *, label: str = Label.CHUNK) -> list[tuple[str, float]] | None:
         """The group's nodes of ``label`` (TextChunks, or Sentences) best matching ``query``
         by the backend's full-text index (BM25 as it scores it), at most ``k``, best first;

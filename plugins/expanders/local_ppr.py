@@ -38,10 +38,15 @@ the graph volume ``1 / (eps (1 - d))`` of the pushed nodes whatever the corpus's
 are read, and only a node that is pushed has its edges read
 (:meth:`GraphStore.neighbours`). Before a node is counted, the weights of its edges to
 nodes already read are a lower bound ``L(v) <= deg(v)``; it is counted only when ``r[v] >=
-eps L(v)``, i.e. when it may need a push. The count itself may stop once it shows the
-degree above ``r / eps`` (``COUNT_LIMITS``): the rows counted are then a larger ``L(v)``,
-and a hub the walk barely reaches costs the store a few of its edges, not all of them. So
-every node ends with ``r < eps deg``, counted or not, and the bound above holds. Degrees
+eps L(v)``, i.e. when it may need a push. Where the store keeps degrees per node and edge
+type (:meth:`GraphStore.type_degrees`, Neo4j), they come first: the types whose far end the
+node's own label decides (``OTHER_END``: a chunk's MENTIONS lead to entities) give its
+degree outright or a larger ``L(v)`` (an entity's MENTIONS may come from sentences, which
+the walk leaves out), at the cost of a look-up, not of reading edges. A count may stop
+once it shows the degree above ``r / eps`` (``COUNT_LIMITS``): the rows counted are then a
+larger ``L(v)``, and a hub the walk barely reaches costs the store a few of its edges, not
+all of them. So every node ends with ``r < eps deg``, counted or not, and the bound above
+holds. Degrees
 counted whole are kept between questions for the store version (:class:`DegreeCache`,
 bounded): a hub is counted once, not by every question.
 
@@ -99,7 +104,40 @@ if TYPE_CHECKING:
 DRAIN = 1e-3  # read nodes are pushed down to this share of eps
 # node kinds of the typed graph (the far ends a walk may reach)
 WALK_LABELS: tuple[str, ...] = (Label.ENTITY.value, Label.CHUNK.value, Label.SECTION.value)
-ENTITY, CHUNK = Label.ENTITY.value, Label.CHUNK.value
+ENTITY, CHUNK, SECTION = Label.ENTITY.value, Label.CHUNK.value, Label.SECTION.value
+
+# The label at the far end of every edge of a walked type, where a node's own label and the
+# type decide it (the ends EdgeType documents). Not listed: an entity's MENTIONS, which come
+# from chunks or from sentences (which the walk leaves out).
+OTHER_END: dict[tuple[str, str], str] = {
+    (ENTITY, EdgeType.RELATION.value): ENTITY,
+    (ENTITY, EdgeType.CO_OCCURS.value): ENTITY,
+    (ENTITY, EdgeType.SEMANTICALLY_SIMILAR.value): ENTITY,
+    (ENTITY, EdgeType.HAS_HUB_ENTITY.value): SECTION,
+    (ENTITY, EdgeType.OWN_PAGE.value): CHUNK,
+    (CHUNK, EdgeType.MENTIONS.value): ENTITY,
+    (CHUNK, EdgeType.IN_SECTION.value): SECTION,
+    (CHUNK, EdgeType.OWN_PAGE.value): ENTITY,
+    (SECTION, EdgeType.IN_SECTION.value): CHUNK,
+    (SECTION, EdgeType.SEMANTICALLY_SIMILAR.value): SECTION,
+    (SECTION, EdgeType.SHARES_ENTITY.value): SECTION,
+    (SECTION, EdgeType.HAS_HUB_ENTITY.value): ENTITY,
+}
+
+
+def decided_ends(tc: NeighbourCounts) -> NeighbourCounts:
+    """:meth:`GraphStore.type_degrees`' counts with the far end's label filled in from
+    ``OTHER_END``. A node with edges of a type its label does not decide keeps only the
+    decided rows and is in ``capped``: its degree is at least theirs."""
+    out = NeighbourCounts(dict(tc.labels))
+    for x, rows in tc.counts.items():
+        label = tc.labels.get(x) or ""
+        decided = [(t, OTHER_END[label, t], n) for t, _, n in rows if (label, t) in OTHER_END]
+        if decided:
+            out.counts[x] = decided
+        if len(decided) < len(rows):
+            out.capped.add(x)
+    return out
 
 
 @dataclass(frozen=True)
@@ -216,7 +254,7 @@ class LocalPPR:
     eps: float = DEFAULT_PUSH_EPS  # the eps the push ended at
     ranked_error: float = 0.0  # Walk.certificate: the ranking's error bound, a share of the smallest ranked score
     certified: bool = True  # ranked_error is within the tolerance asked for (or none was asked)
-    counts_stopped: int = 0  # degree counts stopped at a limit, past the node's push threshold
+    counts_stopped: int = 0  # degrees left as a lower bound past the push threshold (a count stopped at a limit, or type degrees)
 
     @property
     def nodes_touched(self) -> int:
@@ -365,8 +403,21 @@ class _Walk:
                 self.cached += 1
         if not todo:
             return
+        need_of = dict(zip(nodes.tolist(), enough.tolist(), strict=True)) if enough is not None else {}
+        fresh = [i for i in todo if self.floor[i] <= 0]  # not bounded by an earlier look-up
+        typed = store.type_degrees(group, [self.ids[i] for i in fresh], types) if fresh else None
+        if typed is not None:
+            self.queries += 1
+            self._settle(fresh, decided_ends(typed), paths, cache, stopped=False)
+            # left to count: those whose bound does not show them above their threshold
+            left = [i for i in todo if not self.counted[i] and (i not in need_of or self.lower_of(i) <= need_of[i])]
+            self.stopped += len(todo) - len(left) - int(self.counted[todo].sum())  # settled by a bound
+            todo = left
+            if not todo:
+                return
         w_min = paths.min_weight()
-        need_of = dict(zip(nodes.tolist(), enough.tolist(), strict=True)) if enough is not None and w_min > 0 else {}
+        if w_min <= 0:
+            need_of = {}
         limits: dict[int | None, list[int]] = {}
         for i in todo:
             # more rows than this (each of weight >= w_min) prove the degree above ``enough``
@@ -377,16 +428,29 @@ class _Walk:
             asked = [self.ids[i] for i in part]
             nc = store.neighbour_counts(group, asked, types, other_labels=WALK_LABELS, limit=limit)
             self.queries += 1
-            found = degrees(nc, paths)
-            self.learn(np.asarray(part, dtype=np.int64), nc.labels)
-            for i, x in zip(part, asked, strict=True):
-                if x in nc.capped:
-                    self.floor[i] = max(self.floor[i], found.get(x, 0.0))
-                    self.stopped += 1
-                    continue
-                self.deg[i] = found.get(x, 0.0)
-                self.counted[i] = True
-                cache[x] = (self.deg[i], nc.labels.get(x) or "")
+            self._settle(part, nc, paths, cache)
+
+    def lower_of(self, i: int) -> float:
+        """:meth:`lower` of one node."""
+        return float(self.deg[i]) if self.counted[i] else max(float(self.known[i]), float(self.floor[i]))
+
+    def _settle(
+        self, nodes: list[int], nc: NeighbourCounts, paths: Paths, cache: dict[str, tuple[float, str]], *, stopped: bool = True,
+    ) -> None:
+        """Take ``nodes``' degrees from counts: whole ones are known (and cached), those in
+        ``capped`` raise the node's lower bound (``floor``; counted in ``stopped`` when
+        ``stopped``)."""
+        found = degrees(nc, paths)
+        self.learn(np.asarray(nodes, dtype=np.int64), nc.labels)
+        for i in nodes:
+            x = self.ids[i]
+            if x in nc.capped:
+                self.floor[i] = max(self.floor[i], found.get(x, 0.0))
+                self.stopped += stopped
+                continue
+            self.deg[i] = found.get(x, 0.0)
+            self.counted[i] = True
+            cache[x] = (self.deg[i], nc.labels.get(x) or "")
 
     def load(self, store: GraphStore, group: str, nodes: np.ndarray, paths: Paths, types: list[str]) -> None:
         """Read the edges of ``nodes`` (local indices, degrees counted): the round's whole

@@ -1165,6 +1165,27 @@ class Neo4jStore(GraphStore):
                     out.capped.add(r["id"])
         return out
 
+    def type_degrees(self, group: str, ids: Sequence[str], types: Collection[str]) -> NeighbourCounts | None:
+        # COUNT { (a)-[:T]-() } with nothing on the other end is planned as a degree look-up
+        # (the node's relationship counts per type), so a hub is as cheap as a leaf.
+        typed = sorted({str(t) for t in types} & self._edge_types)
+        counts = ", ".join(f"COUNT {{ (a)-[:`{t}`]-() }}" for t in typed)
+        out = NeighbourCounts({})
+        for chunk in _batches(list(dict.fromkeys(ids)), _FRONTIER_BATCH):
+            for r in self._rows(
+                "type_degrees",
+                "UNWIND $ids AS i MATCH (a:GRNode {group: $g, id: i}) USING INDEX a:GRNode(group, id) "
+                f"RETURN a.id AS id, a.label AS label, [{counts}] AS counts",
+                ("id", "label", "counts"),
+                g=group,
+                ids=list(chunk),
+            ):
+                out.labels[r["id"]] = r["label"]
+                rows = [(t, "", int(n)) for t, n in zip(typed, r["counts"], strict=True) if n]
+                if rows:
+                    out.counts[r["id"]] = rows
+        return out
+
     def iter_edges(self, group: str, types: Collection[str] | None = None) -> Iterator[Edge]:
         if types is not None and not types:
             return iter(())

@@ -217,8 +217,30 @@ def test_push_stops_counting_a_hub_it_will_not_push(store: GraphStore, group: st
 
     stopped, stats = push()
     monkeypatch.setattr(local_ppr, "COUNT_LIMITS", ())
+    monkeypatch.setattr(store, "type_degrees", lambda *a, **kw: None)
     whole, whole_stats = push()
     assert stopped == whole
     assert whole_stats["counts_stopped"] == 0
     if store.backend == "neo4j":
         assert int(stats["counts_stopped"]) >= 1  # type: ignore[call-overload]
+
+
+def test_type_degrees_decide_a_far_end_only_where_the_label_does() -> None:
+    """A chunk's MENTIONS lead to entities, so its type degrees are its degree; an entity's
+    MENTIONS may come from sentences, so its degree is only bounded by its other types."""
+    from graphroute.core.api.neighbourhood import NeighbourCounts
+    from graphroute.plugins.expanders.local_ppr import decided_ends
+
+    typed = NeighbourCounts(
+        {"c": Label.CHUNK, "e": Label.ENTITY, "s": Label.SENTENCE},
+        {
+            "c": [(EdgeType.MENTIONS, "", 3), (EdgeType.IN_SECTION, "", 1)],
+            "e": [(EdgeType.MENTIONS, "", 40), (EdgeType.CO_OCCURS, "", 7)],
+            "s": [(EdgeType.MENTIONS, "", 2)],
+        },
+    )
+    got = decided_ends(typed)
+    assert got.counts["c"] == [(EdgeType.MENTIONS, Label.ENTITY, 3), (EdgeType.IN_SECTION, Label.SECTION, 1)]
+    assert got.counts["e"] == [(EdgeType.CO_OCCURS, Label.ENTITY, 7)]
+    assert "s" not in got.counts
+    assert got.capped == {"e", "s"}

@@ -98,3 +98,26 @@ def test_neighbour_counts_are_exact_or_stopped_at_the_limit(store: GraphStore, m
             assert got == exact, x
     if store.backend == "neo4j":  # the server stops reading a node's edges at the limit
         assert {x for x in ids if per_node[x] >= limit} == stopped.capped
+
+
+def test_type_degrees_count_every_edge_of_a_type(store: GraphStore, make_group: object) -> None:
+    """Where a backend keeps degrees per node and type (Neo4j), they are each node's edges of
+    each type in either direction, whatever the far end; a backend without them says so."""
+    group = make_group()  # type: ignore[operator]
+    ids = random_graph(store, group, 4)
+    got = store.type_degrees(group, [*ids, "missing"], TYPES)
+    if store.backend != "neo4j":
+        assert got is None
+        return
+    assert got is not None
+    assert got.labels == {n.id: str(n.label) for n in store.get_nodes(group, ids)}
+    per_type: Counter[tuple[str, str]] = Counter()
+    for (node, t, *_), n in rows(reference(store, group, ids, other_labels=None, first_docs=None)).items():
+        per_type[node, t] += n
+    loops = {e.src for e in store.iter_edges(group, TYPES) if e.src == e.dst}
+    assert "ent:e1" in loops
+    for x in ids:
+        have = {t: n for t, lb, n in got.counts.get(x, [])}
+        assert all(lb == "" for _, lb, _ in got.counts.get(x, []))
+        if x not in loops:  # a self-loop counts as the server's degrees count a loop
+            assert have == {t: n for (node, t), n in per_type.items() if node == x}, x
