@@ -26,6 +26,9 @@ class Neighbourhood:
     other: list[str] = field(default_factory=list)  # the edge's other end
     other_label: list[str] = field(default_factory=list)
     other_doc: list[str | None] = field(default_factory=list)
+    # the far ends' type degrees (as GraphStore.type_degrees gives them), when a read asked
+    # for them (``far_types``) and the backend keeps such degrees; else None
+    far: NeighbourCounts | None = None
 
     def __len__(self) -> int:
         return len(self.node)

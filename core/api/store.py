@@ -409,6 +409,7 @@ class GraphStore(ABC):
         *,
         other_labels: Collection[str] | None = None,
         first_docs: int | None = None,
+        far_types: Collection[str] | None = None,
     ) -> Neighbourhood:
         """The edges of ``types`` around ``ids``, either direction, with the label and
         document of each edge's other end (of ``other_labels`` only, when given): what a
@@ -417,6 +418,10 @@ class GraphStore(ABC):
         With ``first_docs``, each asked node keeps only the rows whose other end belongs to
         one of its first ``first_docs`` documents (by ``doc_id``; ends without a document
         are dropped): a bounded, deterministic slice of a hub's neighbourhood.
+
+        With ``far_types``, a backend that keeps degrees per node and type (see
+        :meth:`type_degrees`) also returns the other ends' degrees of those types in the
+        result's ``far``, read in the same pass; the others leave ``far`` None.
 
         The default reads :meth:`edges_of` and :meth:`get_nodes`; a backend answers it with
         one indexed query per batch of ids."""

@@ -313,6 +313,7 @@ class _Walk:
         self.known = np.zeros(cap)  # lower bound of the degree: edges to nodes already read
         self.floor = np.zeros(cap)  # lower bound of the degree from a count stopped at a limit
         self.counted = np.zeros(cap, dtype=bool)  # degree known (``deg``)
+        self.typed = np.zeros(cap, dtype=bool)  # the store's type degrees seen (type_degrees, or a read's far ends)
         self.read = np.zeros(cap, dtype=bool)  # edges read (``first``, ``count``)
         self.first = np.zeros(cap, dtype=np.int64)
         self.count = np.zeros(cap, dtype=np.int64)
@@ -349,10 +350,11 @@ class _Walk:
                 self.ids.append(x)
             out[k] = i
         n = len(self.ids)
-        self.kind, self.r, self.q, self.deg, self.known, self.floor, self.counted, self.read, self.first, self.count = (
+        (self.kind, self.r, self.q, self.deg, self.known, self.floor, self.counted, self.typed, self.read, self.first,
+         self.count) = (
             _grown(a, n)
-            for a in (self.kind, self.r, self.q, self.deg, self.known, self.floor, self.counted, self.read, self.first,
-                      self.count)
+            for a in (self.kind, self.r, self.q, self.deg, self.known, self.floor, self.counted, self.typed, self.read,
+                      self.first, self.count)
         )
         fresh = out[new] >= start
         if kinds is not None:
@@ -404,10 +406,11 @@ class _Walk:
         if not todo:
             return
         need_of = dict(zip(nodes.tolist(), enough.tolist(), strict=True)) if enough is not None else {}
-        fresh = [i for i in todo if self.floor[i] <= 0]  # not bounded by an earlier look-up
+        fresh = [i for i in todo if not self.typed[i]]
         typed = store.type_degrees(group, [self.ids[i] for i in fresh], types) if fresh else None
         if typed is not None:
             self.queries += 1
+            self.typed[fresh] = True
             self._settle(fresh, decided_ends(typed), paths, cache, stopped=False)
             # left to count: those whose bound does not show them above their threshold
             left = [i for i in todo if not self.counted[i] and (i not in need_of or self.lower_of(i) <= need_of[i])]
@@ -452,11 +455,16 @@ class _Walk:
             self.counted[i] = True
             cache[x] = (self.deg[i], nc.labels.get(x) or "")
 
-    def load(self, store: GraphStore, group: str, nodes: np.ndarray, paths: Paths, types: list[str]) -> None:
+    def load(
+        self, store: GraphStore, group: str, nodes: np.ndarray, paths: Paths, types: list[str],
+        cache: dict[str, tuple[float, str]],
+    ) -> None:
         """Read the edges of ``nodes`` (local indices, degrees counted): the round's whole
-        frontier in one store call (one statement on Neo4j up to its frontier batch)."""
+        frontier in one store call (one statement on Neo4j up to its frontier batch), with
+        the far ends' type degrees where the store keeps them (their degrees or bounds
+        without a look-up of their own)."""
         asked = [self.ids[i] for i in nodes.tolist()]
-        nb = store.neighbours(group, asked, types, other_labels=WALK_LABELS)
+        nb = store.neighbours(group, asked, types, other_labels=WALK_LABELS, far_types=types)
         self.queries += 1
         self.rows += len(nb)
         self.learn(nodes, nb.labels)
@@ -467,6 +475,11 @@ class _Walk:
         keep = np.flatnonzero(w > 0)
         others = nb.other if len(keep) == n else np.asarray(nb.other, dtype=object)[keep].tolist()
         dst = self.touch(others, other_kind[keep])
+        if nb.far is not None:
+            ends = np.unique(dst)
+            ends = ends[~self.counted[ends] & ~self.typed[ends]]
+            self.typed[ends] = True
+            self._settle(ends.tolist(), decided_ends(nb.far), paths, cache, stopped=False)
         src, w = src[keep], w[keep]
         # a node's rows need not come together from the store: group them by node
         order = np.argsort(src, kind="stable")
@@ -598,7 +611,7 @@ def push_pagerank(
                 cand = cand[walk.r[cand] >= walk.push_eps(cand, eps) * walk.deg[cand]]
         unread = cand[~walk.read[cand] & (walk.deg[cand] > 0)]
         if len(unread):
-            walk.load(store, group, unread, paths, types)
+            walk.load(store, group, unread, paths, types, cache)
         pushed = _grown(pushed, len(walk))
         if not len(cand):
             continue

@@ -708,8 +708,9 @@ class EmbeddedStore(GraphStore):
         *,
         other_labels: Collection[str] | None = None,
         first_docs: int | None = None,
+        far_types: Collection[str] | None = None,
     ) -> Neighbourhood:
-        out = Neighbourhood({})
+        out = Neighbourhood({})  # far stays None: SQLite keeps no degrees per node and type
         columns = "e.{b} AS other, n.label AS label, n.doc_id AS doc"
         for conn, sql, args in self._around(group, ids, types, other_labels, out.labels, columns):
             if first_docs is not None:

@@ -1085,7 +1085,7 @@ class Neo4jStore(GraphStore):
         read every relationship of a hub; empty when no type is allowed) and ``$labels`` the
         other ends' labels (null: any). ``expand`` returns ``id``, ``label`` and ``column``."""
         id_list = list(dict.fromkeys(ids))
-        rel = "|".join(f"`{t}`" for t in sorted({str(t) for t in types} & self._edge_types))
+        rel = "|".join(f"`{t}`" for t in self._typed(types))
         labels = None if other_labels is None else [str(x) for x in other_labels]
         for chunk in _batches(id_list, _FRONTIER_BATCH):
             yield from self._rows(
@@ -1106,8 +1106,13 @@ class Neo4jStore(GraphStore):
         *,
         other_labels: Collection[str] | None = None,
         first_docs: int | None = None,
+        far_types: Collection[str] | None = None,
     ) -> Neighbourhood:
         # A node's rows come back as one list, so a hub costs one record, not one per edge.
+        far_typed = None if far_types is None else self._typed(far_types)
+        degrees = "null" if far_typed is None else self._degree_list("b", far_typed)
+        row = f"[type(r), b.id, b.label, b.doc_id, {degrees}]"
+
         def expand(rel: str) -> str:
             if not rel:
                 return "RETURN a.id AS id, a.label AS label, [] AS rows"
@@ -1115,23 +1120,40 @@ class Neo4jStore(GraphStore):
                 return (
                     f"OPTIONAL MATCH (a)-[r:{rel}]-(b) WHERE b <> a AND ($labels IS NULL OR b.label IN $labels) "
                     "RETURN a.id AS id, a.label AS label, "
-                    "collect(CASE WHEN b IS NULL THEN null ELSE [type(r), b.id, b.label, b.doc_id] END) AS rows"
+                    f"collect(CASE WHEN b IS NULL THEN null ELSE {row} END) AS rows"
                 )
             return (
                 "CALL (a) { "
                 f"MATCH (a)-[r:{rel}]-(b) WHERE b <> a AND b.doc_id IS NOT NULL "
                 "AND ($labels IS NULL OR b.label IN $labels) "
-                "WITH b.doc_id AS d, collect([type(r), b.id, b.label, b.doc_id]) AS rs ORDER BY d LIMIT $first "
+                f"WITH b.doc_id AS d, collect({row}) AS rs ORDER BY d LIMIT $first "
                 "RETURN collect(rs) AS docs } "
                 "RETURN a.id AS id, a.label AS label, reduce(acc = [], rs IN docs | acc + rs) AS rows"
             )
 
-        out = Neighbourhood({})
+        out = Neighbourhood({}, far=None if far_typed is None else NeighbourCounts({}))
         for r in self._around("neighbours", group, ids, types, other_labels, expand, "rows", first=first_docs):
             node = r["id"]
             out.labels[node] = r["label"]
-            out.add_rows([(node, t, b, lb, d) for t, b, lb, d in r["rows"]])
+            out.add_rows([(node, t, b, lb, d) for t, b, lb, d, _ in r["rows"]])
+            if out.far is not None and far_typed is not None:
+                for _, b, lb, _, ns in r["rows"]:
+                    out.far.labels[b] = lb
+                    counted = [(t, "", int(n)) for t, n in zip(far_typed, ns, strict=True) if n]
+                    if counted:
+                        out.far.counts[b] = counted
         return out
+
+    def _typed(self, types: Collection[str]) -> list[str]:
+        """``types`` the store allows, sorted: the order of :meth:`_degree_list`'s counts."""
+        return sorted({str(t) for t in types} & self._edge_types)
+
+    @staticmethod
+    def _degree_list(node: str, typed: Sequence[str]) -> str:
+        """A list of ``node``'s edges of each of ``typed``, in either direction. ``COUNT { (n)-[:T]-() }``
+        with nothing on the other end is planned as a degree look-up (the node's relationship
+        counts per type), so a hub costs what a leaf costs."""
+        return "[" + ", ".join(f"COUNT {{ ({node})-[:`{t}`]-() }}" for t in typed) + "]"
 
     def neighbour_counts(
         self,
@@ -1166,16 +1188,13 @@ class Neo4jStore(GraphStore):
         return out
 
     def type_degrees(self, group: str, ids: Sequence[str], types: Collection[str]) -> NeighbourCounts | None:
-        # COUNT { (a)-[:T]-() } with nothing on the other end is planned as a degree look-up
-        # (the node's relationship counts per type), so a hub is as cheap as a leaf.
-        typed = sorted({str(t) for t in types} & self._edge_types)
-        counts = ", ".join(f"COUNT {{ (a)-[:`{t}`]-() }}" for t in typed)
+        typed = self._typed(types)
         out = NeighbourCounts({})
         for chunk in _batches(list(dict.fromkeys(ids)), _FRONTIER_BATCH):
             for r in self._rows(
                 "type_degrees",
                 "UNWIND $ids AS i MATCH (a:GRNode {group: $g, id: i}) USING INDEX a:GRNode(group, id) "
-                f"RETURN a.id AS id, a.label AS label, [{counts}] AS counts",
+                f"RETURN a.id AS id, a.label AS label, {self._degree_list('a', typed)} AS counts",
                 ("id", "label", "counts"),
                 g=group,
                 ids=list(chunk),

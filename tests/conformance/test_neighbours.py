@@ -121,3 +121,17 @@ def test_type_degrees_count_every_edge_of_a_type(store: GraphStore, make_group: 
         assert all(lb == "" for _, lb, _ in got.counts.get(x, []))
         if x not in loops:  # a self-loop counts as the server's degrees count a loop
             assert have == {t: n for (node, t), n in per_type.items() if node == x}, x
+
+
+def test_a_read_brings_the_far_ends_type_degrees_where_the_store_keeps_them(store: GraphStore, make_group: object) -> None:
+    group = make_group()  # type: ignore[operator]
+    ids = random_graph(store, group, 5)
+    asked = ids[:8]
+    nb = store.neighbours(group, asked, TYPES, far_types=TYPES)
+    assert rows(nb) == rows(store.neighbours(group, asked, TYPES))  # the rows do not change
+    typed = store.type_degrees(group, sorted(set(nb.other)), TYPES)
+    if typed is None:
+        assert nb.far is None
+        return
+    assert nb.far is not None and nb.other
+    assert nb.far.labels == typed.labels and nb.far.counts == typed.counts
