@@ -1137,11 +1137,14 @@ class Neo4jStore(GraphStore):
             out.labels[node] = r["label"]
             out.add_rows([(node, t, b, lb, d) for t, b, lb, d, _ in r["rows"]])
             if out.far is not None and far_typed is not None:
+                far = out.far
                 for _, b, lb, _, ns in r["rows"]:
-                    out.far.labels[b] = lb
-                    counted = [(t, "", int(n)) for t, n in zip(far_typed, ns, strict=True) if n]
+                    if b in far.labels:  # an end of several asked nodes' rows: its degrees are the same
+                        continue
+                    far.labels[b] = lb
+                    counted = [(t, "", n) for t, n in zip(far_typed, ns, strict=True) if n]
                     if counted:
-                        out.far.counts[b] = counted
+                        far.counts[b] = counted
         return out
 
     def _typed(self, types: Collection[str]) -> list[str]:
