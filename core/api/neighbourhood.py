@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 
 from .models import Edge, Node
 
@@ -40,6 +41,16 @@ class Neighbourhood:
         self.other.append(other)
         self.other_label.append(other_label)
         self.other_doc.append(other_doc)
+
+    def add_columns(
+        self, node: str, type: Sequence[str], other: Sequence[str], other_label: Sequence[str], other_doc: Sequence[str | None],
+    ) -> None:
+        """Append the rows of one asked ``node``, given as columns (no Python step per row)."""
+        self.node.extend(repeat(node, len(type)))
+        self.type.extend(type)
+        self.other.extend(other)
+        self.other_label.extend(other_label)
+        self.other_doc.extend(other_doc)
 
     def add_rows(self, rows: Sequence[tuple[str, str, str, str, str | None]]) -> None:
         """Append many rows of (node, type, other, other_label, other_doc) at once, a column

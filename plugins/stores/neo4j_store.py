@@ -1135,10 +1135,13 @@ class Neo4jStore(GraphStore):
         for r in self._around("neighbours", group, ids, types, other_labels, expand, "rows", first=first_docs):
             node = r["id"]
             out.labels[node] = r["label"]
-            out.add_rows([(node, t, b, lb, d) for t, b, lb, d, _ in r["rows"]])
+            if not r["rows"]:
+                continue
+            types_, others, labels, docs, degrees_ = zip(*r["rows"], strict=True)  # rows to columns, in C
+            out.add_columns(node, types_, others, labels, docs)
             if out.far is not None and far_typed is not None:
                 far = out.far
-                for _, b, lb, _, ns in r["rows"]:
+                for b, lb, ns in zip(others, labels, degrees_, strict=True):
                     if b in far.labels:  # an end of several asked nodes' rows: its degrees are the same
                         continue
                     far.labels[b] = lb
