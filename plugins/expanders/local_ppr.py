@@ -125,12 +125,16 @@ OTHER_END: dict[tuple[str, str], str] = {
 }
 
 
-def decided_ends(tc: NeighbourCounts) -> NeighbourCounts:
-    """:meth:`GraphStore.type_degrees`' counts with the far end's label filled in from
-    ``OTHER_END``. A node with edges of a type its label does not decide keeps only the
-    decided rows and is in ``capped``: its degree is at least theirs."""
-    out = NeighbourCounts(dict(tc.labels))
-    for x, rows in tc.counts.items():
+def decided_ends(tc: NeighbourCounts, ids: Sequence[str] | None = None) -> NeighbourCounts:
+    """:meth:`GraphStore.type_degrees`' counts (of ``ids``, else of every node) with the far
+    end's label filled in from ``OTHER_END``. A node with edges of a type its label does not
+    decide keeps only the decided rows and is in ``capped``: its degree is at least theirs."""
+    wanted = list(tc.labels) if ids is None else ids
+    out = NeighbourCounts({x: tc.labels[x] for x in wanted if x in tc.labels})
+    for x in wanted:
+        rows = tc.counts.get(x)
+        if not rows:
+            continue
         label = tc.labels.get(x) or ""
         decided = [(t, OTHER_END[label, t], n) for t, _, n in rows if (label, t) in OTHER_END]
         if decided:
@@ -479,7 +483,8 @@ class _Walk:
             ends = np.unique(dst)
             ends = ends[~self.counted[ends] & ~self.typed[ends]]
             self.typed[ends] = True
-            self._settle(ends.tolist(), decided_ends(nb.far), paths, cache, stopped=False)
+            unsettled = ends.tolist()
+            self._settle(unsettled, decided_ends(nb.far, [self.ids[i] for i in unsettled]), paths, cache, stopped=False)
         src, w = src[keep], w[keep]
         # a node's rows need not come together from the store: group them by node
         order = np.argsort(src, kind="stable")
