@@ -315,7 +315,7 @@ class _Walk:
         self.q = np.zeros(cap)
         self.deg = np.zeros(cap)
         self.known = np.zeros(cap)  # lower bound of the degree: edges to nodes already read
-        self.floor = np.zeros(cap)  # lower bound of the degree from a count stopped at a limit
+        self.floor = np.zeros(cap)  # lower bound of the degree: a count stopped at a limit, or type degrees
         self.counted = np.zeros(cap, dtype=bool)  # degree known (``deg``)
         self.typed = np.zeros(cap, dtype=bool)  # the store's type degrees seen (type_degrees, or a read's far ends)
         self.read = np.zeros(cap, dtype=bool)  # edges read (``first``, ``count``)
@@ -391,11 +391,13 @@ class _Walk:
         enough: np.ndarray | None = None,
     ) -> None:
         """Learn the degrees of ``nodes`` (local indices) without reading their edges: from
-        ``cache`` (this store version's degrees, kept between questions) or counted in the
-        store. ``enough``: per node, a degree above which it is not pushed this round; the
-        store may stop counting its edges past that (``COUNT_LIMITS``), and then the node's
-        degree stays unknown, with the count as its lower bound (``floor``): a hub the walk
-        barely reaches costs a few rows, not its thousands."""
+        ``cache`` (this store version's degrees, kept between questions), from the store's
+        type degrees (:func:`decided_ends`) where it keeps them, or counted in the store.
+        ``enough``: per node, a degree above which it is not pushed this round; a node whose
+        type degrees already show that is not counted, and the store may stop counting its
+        edges past it (``COUNT_LIMITS``). Such a node's degree stays unknown, with the bound
+        as ``floor``: a hub the walk barely reaches costs a look-up or a few rows, not its
+        thousands."""
         todo = []
         for i in nodes.tolist():
             hit = cache.get(self.ids[i])
