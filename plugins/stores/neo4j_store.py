@@ -255,6 +255,12 @@ def _vec_prop(space: str, dim: int) -> str:
     return f"vec_{_space_name(space)}_{int(dim)}"
 
 
+def _typed_counts(typed: Sequence[str], counts: Sequence[int]) -> list[tuple[str, str, int]]:
+    """:meth:`Neo4jStore._degree_list`'s counts as ``NeighbourCounts`` rows, the far end's
+    label not read (""); types without an edge left out."""
+    return [(t, "", n) for t, n in zip(typed, counts, strict=True) if n]
+
+
 def quiet_driver_log() -> None:
     """Keep the driver's own warnings ("Transaction failed and will be retried", routing
     failures) off stderr: the store reports failures itself, as StoreErrors naming the
@@ -1145,8 +1151,7 @@ class Neo4jStore(GraphStore):
                     if b in far.labels:  # an end of several asked nodes' rows: its degrees are the same
                         continue
                     far.labels[b] = lb
-                    counted = [(t, "", n) for t, n in zip(far_typed, ns, strict=True) if n]
-                    if counted:
+                    if counted := _typed_counts(far_typed, ns):
                         far.counts[b] = counted
         return out
 
@@ -1195,20 +1200,14 @@ class Neo4jStore(GraphStore):
 
     def type_degrees(self, group: str, ids: Sequence[str], types: Collection[str]) -> NeighbourCounts | None:
         typed = self._typed(types)
+        counts = self._degree_list("a", typed)
         out = NeighbourCounts({})
-        for chunk in _batches(list(dict.fromkeys(ids)), _FRONTIER_BATCH):
-            for r in self._rows(
-                "type_degrees",
-                "UNWIND $ids AS i MATCH (a:GRNode {group: $g, id: i}) USING INDEX a:GRNode(group, id) "
-                f"RETURN a.id AS id, a.label AS label, {self._degree_list('a', typed)} AS counts",
-                ("id", "label", "counts"),
-                g=group,
-                ids=list(chunk),
-            ):
-                out.labels[r["id"]] = r["label"]
-                rows = [(t, "", int(n)) for t, n in zip(typed, r["counts"], strict=True) if n]
-                if rows:
-                    out.counts[r["id"]] = rows
+        for r in self._around(
+            "type_degrees", group, ids, types, None, lambda _: f"RETURN a.id AS id, a.label AS label, {counts} AS counts", "counts",
+        ):
+            out.labels[r["id"]] = r["label"]
+            if rows := _typed_counts(typed, r["counts"]):
+                out.counts[r["id"]] = rows
         return out
 
     def iter_edges(self, group: str, types: Collection[str] | None = None) -> Iterator[Edge]:
