@@ -419,7 +419,9 @@ class _Walk:
             self.typed[fresh] = True
             self._settle(fresh, decided_ends(typed), paths, cache, stopped=False)
             # left to count: those whose bound does not show them above their threshold
-            left = [i for i in todo if not self.counted[i] and (i not in need_of or self.lower_of(i) <= need_of[i])]
+            low = self.lower(np.asarray(todo, dtype=np.int64)).tolist()
+            left = [i for i, lo in zip(todo, low, strict=True)
+                    if not self.counted[i] and (i not in need_of or lo <= need_of[i])]
             self.stopped += len(todo) - len(left) - int(self.counted[todo].sum())  # settled by a bound
             todo = left
             if not todo:
@@ -438,10 +440,6 @@ class _Walk:
             nc = store.neighbour_counts(group, asked, types, other_labels=WALK_LABELS, limit=limit)
             self.queries += 1
             self._settle(part, nc, paths, cache)
-
-    def lower_of(self, i: int) -> float:
-        """:meth:`lower` of one node."""
-        return float(self.deg[i]) if self.counted[i] else max(float(self.known[i]), float(self.floor[i]))
 
     def _settle(
         self, nodes: list[int], nc: NeighbourCounts, paths: Paths, cache: dict[str, tuple[float, str]], *, stopped: bool = True,
