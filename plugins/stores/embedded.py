@@ -37,7 +37,6 @@ import sqlite3
 import threading
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -60,8 +59,7 @@ from graphroute.core.api.store import (
 from graphroute.core.errors import StoreError, StoreLocationError
 from graphroute.core.hookspecs import hookimpl
 from graphroute.core.lib.embed_cache import enable_wal
-from graphroute.core.lib.knn import normalise_in_place
-from graphroute.core.lib.topk import ranked_top
+from graphroute.core.lib.vector_matrix import VectorMatrix
 from graphroute.plugins.stores.wal_checkpointer import WalCheckpointer
 from pydantic import Field
 
@@ -152,45 +150,6 @@ def _marks(n: int) -> str:
     return ",".join("?" * n)
 
 
-def _dot_rows(matrix: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """``matrix @ q`` on one thread (numpy's own loop, no BLAS).
-
-    Why: above a few thousand rows OpenBLAS splits a matrix-vector product over its
-    threads, and a query arrives after the threads went to sleep: waking them cost ~8 ms
-    per search on the shared 2-core machine (3,272 x 384 entity vectors: 7.9 ms with BLAS
-    threads, 0.2 ms on one; 20,000 x 384: 7.8 vs 2.4 ms), more than the product itself,
-    which is memory-bound anyway. Scores agree with BLAS to float rounding (~1e-7)."""
-    return np.einsum("ij,j->i", matrix, q)
-
-
-@dataclass
-class _Space:
-    """One (group, space) matrix as loaded at ``version``."""
-
-    version: int
-    ids: list[str]
-    index: dict[str, int]
-    matrix: np.ndarray  # normalised rows, float32
-    # the last whole-space search: (query bytes, scores of every row). Stages of one question
-    # search the same space with the same vector (Route 5's structural seeds and vector
-    # anchors), and the product is the search's whole cost (`timeit` of the einsum: 0.47 ms
-    # for MuSiQue's 6,580 sentences, 11.07 ms for 100,000). One tuple, replaced whole, so
-    # concurrent searches never see half of one.
-    last_scores: tuple[bytes, np.ndarray] | None = None
-
-    def scores(self, q: np.ndarray) -> np.ndarray:
-        """Cosine of every row with the unit vector ``q`` (the last result reused when ``q``
-        is the same, bit for bit)."""
-        key = q.tobytes()
-        last = self.last_scores
-        if last is not None and last[0] == key:
-            return last[1]
-        scores = _dot_rows(self.matrix, q)
-        scores.flags.writeable = False  # shared with the next search of the same vector
-        self.last_scores = (key, scores)
-        return scores
-
-
 class EmbeddedStore(GraphStore):
     """SQLite + numpy graph store in one directory (see the module docstring)."""
 
@@ -217,7 +176,7 @@ class EmbeddedStore(GraphStore):
         self._conns: list[sqlite3.Connection] = []
         self._conns_lock = threading.Lock()
         self._write_lock = threading.Lock()
-        self._spaces: dict[tuple[str, str], _Space] = {}
+        self._spaces: dict[tuple[str, str], tuple[int, VectorMatrix]] = {}  # by (group, space): version, matrix
         self._spaces_lock = threading.Lock()
         self._closed = False
         if self.read_only:
@@ -751,24 +710,21 @@ class EmbeddedStore(GraphStore):
         return self._scan(sql, args, lambda r: self._edge(group, r))
 
     # ------------------------------------------------------------------ vectors
-    def _space(self, group: str, space: str) -> _Space:
+    def _space(self, group: str, space: str) -> VectorMatrix:
         """The cached matrix of (group, space), reloaded when the group version moved."""
         current = self.version(group)
         key = (group, str(space))
         with self._spaces_lock:
             cached = self._spaces.get(key)
-        if cached is not None and cached.version == current:
-            return cached
+        if cached is not None and cached[0] == current:
+            return cached[1]
         with self._snapshot() as conn:
             row = conn.execute("SELECT version FROM groups WHERE grp = ?", (group,)).fetchone()
             version = int(row[0]) if row else 0
             ids, matrix = self._read_vectors(conn, group, str(space))
-        # rows scaled to unit length (embedders already do it; a store must not rely on it),
-        # in place: the only copy is the one the cache keeps
-        normalise_in_place(matrix)
-        loaded = _Space(version, ids, {i: n for n, i in enumerate(ids)}, matrix)
+        loaded = VectorMatrix.of(ids, matrix)
         with self._spaces_lock:
-            self._spaces[key] = loaded
+            self._spaces[key] = (version, loaded)
         return loaded
 
     def vector_search(
@@ -794,21 +750,7 @@ class EmbeddedStore(GraphStore):
         norm = float(np.linalg.norm(q))
         if norm > 0:
             q = q / norm
-        if restrict_to is not None:
-            rows = np.fromiter(
-                sorted({sp.index[i] for i in restrict_to if i in sp.index}), dtype=np.int64
-            )
-            if rows.size == 0:
-                return []
-            scores = _dot_rows(sp.matrix[rows], q)
-        else:
-            rows = None
-            scores = sp.scores(q)
-        # best first, equal scores by row (the space's rows are in id order), so the hits do
-        # not depend on the write order or on how the partition fell
-        order = ranked_top(scores, np.arange(scores.shape[0]), k)
-        picked = rows[order] if rows is not None else order
-        return list(zip([sp.ids[r] for r in picked.tolist()], scores[order].tolist(), strict=True))
+        return sp.search(q, k, restrict_to)
 
     def get_vectors(self, group: str, space: str, ids: Sequence[str]) -> np.ndarray:
         found: dict[str, bytes] = {}

@@ -31,12 +31,14 @@ Model (everything carries ``group``; no query ever matches without it):
   ``(:GRMetaEntry {group, key, value})`` the JSON metadata; ``(:GRCounter)`` the global
   counter that versions come from (so versions never go back, even after delete_group).
 
-Vector search restricted to a group: a small group (``exact_max`` vectors or fewer), or a
-``restrict_to`` list, is scanned exactly with ``vector.similarity.cosine``; a large group
-queries the index with oversampling and a group filter, and falls back to the exact scan
-when the index does not yield k hits of the group (a big neighbouring group can crowd the
-index's candidates out). Neo4j reports cosine as ``(1 + cos) / 2``; results are converted
-back to plain cosine so both backends return the same scores.
+Vector search restricted to a group: a small group's space (``exact_max`` vectors or fewer)
+is read once per store version and searched exactly in the client
+(:class:`~graphroute.core.lib.vector_matrix.VectorMatrix`, as the embedded store does); a
+large group's ``restrict_to`` list is scanned exactly with ``vector.similarity.cosine``; a
+large group queries the index with oversampling and a group filter, and falls back to the
+exact scan when the index does not yield k hits of the group (a big neighbouring group can
+crowd the index's candidates out). Neo4j reports cosine as ``(1 + cos) / 2``; results are
+converted back to plain cosine so both backends return the same scores.
 """
 
 from __future__ import annotations
@@ -76,6 +78,7 @@ from graphroute.core.errors import StoreError, StoreUnavailableError
 from graphroute.core.hookspecs import hookimpl
 from graphroute.core.lib.entities import ENTITY_ID_PREFIX, normalize_name, variant_key
 from graphroute.core.lib.net import is_loopback
+from graphroute.core.lib.vector_matrix import VectorMatrix
 from pydantic import Field
 
 if TYPE_CHECKING:
@@ -1253,6 +1256,23 @@ class Neo4jStore(GraphStore):
         )
         return int(rows[0]["c"]) if rows else 0
 
+    def _small_space(self, group: str, prop: str, dim: int) -> tuple[int, VectorMatrix | None]:
+        """How many vectors the group holds in ``prop`` and, when that is at most
+        ``exact_max``, all of them as a matrix searched in the client (see
+        :mod:`graphroute.core.lib.vector_matrix` for why): at most ``exact_max`` x ``dim``
+        floats per space, whatever the corpus."""
+        n = self._count_vectors(group, prop)
+        if n > self.exact_max:
+            return n, None
+        found = self._rows(
+            "vector matrix",
+            f"MATCH (n:GRNode {{group: $g}}) WHERE n.{prop} IS NOT NULL RETURN n.id AS id, n.{prop} AS v ORDER BY id",
+            ("id", "v"),
+            g=group,
+        )
+        matrix = np.asarray([r["v"] for r in found], dtype=np.float32).reshape(len(found), dim)
+        return len(found), VectorMatrix.of([str(r["id"]) for r in found], matrix)
+
     def search_text(self, group: str, query: str, k: int, *, label: str = Label.CHUNK) -> list[tuple[str, float]] | None:
         if str(label) not in TEXT_INDEXES:
             return None
@@ -1448,13 +1468,16 @@ class Neo4jStore(GraphStore):
         norm = float(np.linalg.norm(q))
         qv = _Vector((q / norm if norm > 0 else q).tolist())
         prop = _vec_prop(name, dim)
+        # read once per store version: the count reads every node of the group
+        n, small = per_version(self, group, ("vector_space", prop), lambda: self._small_space(group, prop, dim))
+        if small is not None:
+            self.last_search_path = "exact"
+            return small.search(np.asarray(qv, dtype=np.float32), k, restrict_to)
         if restrict_to is not None:
             ids = list(dict.fromkeys(restrict_to))
             self.last_search_path = "exact"
             return self._exact(group, prop, qv, k, ids) if ids else []
-        # counted once per store version: the count reads every node of the group
-        n = per_version(self, group, ("vector_count", prop), lambda: self._count_vectors(group, prop))
-        if n <= max(self.exact_max, k):
+        if n <= k:
             self.last_search_path = "exact"
             return self._exact(group, prop, qv, k, None)
         # Large group: ask the index for more candidates than k, keep the group's.
@@ -1552,7 +1575,10 @@ class Neo4jBackend(StoreBackend):
         database: str | None = Field(None, description="Database name; None uses the server's default.")
         exact_max: int = Field(
             2_000, ge=0, le=10_000_000,
-            description="Groups with at most this many vectors in a space are searched exactly.",
+            description=(
+                "Groups with at most this many vectors in a space are searched exactly, in the client: the "
+                "space is read once per store version and held (exact_max x dimensions floats per space)."
+            ),
         )
         oversample: int = Field(
             10, ge=1, le=1000, description="Index candidates fetched per requested hit in large groups."

@@ -120,3 +120,56 @@ def test_index_path_keeps_k_hits_for_a_crowded_small_group(index_store: GraphSto
     finally:
         index_store.delete_group(big)
         index_store.delete_group(small)
+
+
+@needs_server
+def test_a_small_group_s_space_is_read_once_and_searched_in_the_client(monkeypatch: pytest.MonkeyPatch) -> None:
+    """At most ``exact_max`` vectors: the space is read once per store version and searched in
+    the client; the hits equal the server's exact scan (whole and restricted), and a write is
+    seen by the next search. Above ``exact_max`` the index answers instead."""
+    store = Neo4jBackend(Neo4jBackend.Params(exact_max=50)).open(NEO4J_URI, settings=Settings(neo4j_password=PASSWORD))
+    assert isinstance(store, Neo4jStore)
+    group = f"small-{uuid.uuid4().hex[:8]}"
+    rng = np.random.default_rng(3)
+    dim = 16
+    mat = rng.normal(size=(40, dim)).astype(np.float32)
+    ids = [f"c{i:02d}" for i in range(len(mat))]
+    q = rng.normal(size=dim).astype(np.float32)
+    prop = f"vec_chunk_{dim}"
+    sent: list[str] = []
+    real_rows = store._rows
+
+    def rows(what: str, *args: object, **kw: object) -> list[dict[str, object]]:
+        sent.append(what)
+        return real_rows(what, *args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(store, "_rows", rows)
+    try:
+        store.write(group, [Node(id=i, label=Label.CHUNK, group=group) for i in ids], vectors={VectorSpace.CHUNK: (ids, mat)})
+        qv = (q / np.linalg.norm(q)).tolist()
+        hits = store.vector_search(group, VectorSpace.CHUNK, q, 7)
+        assert store.last_search_path == "exact"
+        server = store._exact(group, prop, qv, 7, None)
+        assert [h[0] for h in hits] == [h[0] for h in server]
+        np.testing.assert_allclose([h[1] for h in hits], [h[1] for h in server], atol=1e-5)
+        allowed = ids[::3]
+        narrowed = store.vector_search(group, VectorSpace.CHUNK, q, 4, restrict_to=[*allowed, "nope"])
+        assert [h[0] for h in narrowed] == [h[0] for h in store._exact(group, prop, qv, 4, allowed)]
+        assert sent.count("vector matrix") == 1  # both searches used the one read
+        sent.clear()
+        store.vector_search(group, VectorSpace.CHUNK, -q, 3)
+        assert sent == []  # nothing but the version read: no scan in the server
+        # a write moves the version: the next search reads the space again and sees it
+        store.write(group, [Node(id="c99", label=Label.CHUNK, group=group)], vectors={VectorSpace.CHUNK: (["c99"], q[None, :])})
+        assert store.vector_search(group, VectorSpace.CHUNK, q, 1)[0][0] == "c99"
+        assert sent.count("vector matrix") == 1
+        # past exact_max the space is not held: the index answers
+        more = [f"d{i:02d}" for i in range(20)]
+        store.write(group, [Node(id=i, label=Label.CHUNK, group=group) for i in more],
+                    vectors={VectorSpace.CHUNK: (more, rng.normal(size=(len(more), dim)).astype(np.float32))})
+        sent.clear()
+        store.vector_search(group, VectorSpace.CHUNK, q, 3)
+        assert "vector matrix" not in sent and store.last_search_path.startswith("index")
+    finally:
+        store.delete_group(group)
+        store.close()
