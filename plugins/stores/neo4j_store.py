@@ -386,7 +386,9 @@ class Neo4jStore(GraphStore):
         """A session; a read one retries transient failures for ``read_retry_s`` only, so a
         server that is down is reported in seconds (health checks, queries) while writes keep
         the longer ``retry_s`` to ride out a busy server."""
-        config: dict[str, Any] = {"max_transaction_retry_time": self.read_retry_s} if read else {}
+        config: dict[str, Any] = (
+            {"max_transaction_retry_time": self.read_retry_s, "default_access_mode": "READ"} if read else {}
+        )
         if self._database:
             config["database"] = self._database
         return self._driver.session(**config)
@@ -418,12 +420,26 @@ class Neo4jStore(GraphStore):
         except (Neo4jError, DriverError) as exc:
             raise StoreError(f"Neo4j at {self.location} failed during {what}: {exc}") from exc
 
-    def _read(self, what: str, fn: Callable[[ManagedTransaction], T]) -> T:
-        """A managed read transaction: the driver retries transient errors with backoff."""
+    def _read(self, what: str, cypher: str, params: dict[str, Any]) -> list[Any]:
+        """The records of one read statement, run as an auto-commit transaction and retried
+        on transient failures for ``read_retry_s`` with backoff, as the driver's managed
+        transactions retry. Why not one of those (``execute_read``): its BEGIN and COMMIT
+        cost a round trip more per statement (``RETURN 1``: 0.96 against 0.60 ms p50 on the
+        project's server), and a question sends ~30 statements."""
+        from neo4j.exceptions import ServiceUnavailable, SessionExpired, TransientError
 
-        def run() -> T:
-            with self._session(read=True) as session:
-                return session.execute_read(fn)
+        def run() -> list[Any]:
+            deadline = time.monotonic() + self.read_retry_s
+            delay = 0.05
+            while True:
+                try:
+                    with self._session(read=True) as session:
+                        return list(session.run(cypher, params))
+                except (TransientError, SessionExpired, ServiceUnavailable):
+                    if time.monotonic() + delay > deadline:
+                        raise
+                    time.sleep(delay)
+                    delay *= 2
 
         return self._guard(what, run)
 
@@ -435,7 +451,7 @@ class Neo4jStore(GraphStore):
         return self._guard(what, run)
 
     def _query(self, what: str, cypher: str, **params: Any) -> list[Any]:
-        return self._read(what, lambda tx: list(tx.run(cypher, params)))
+        return self._read(what, cypher, params)
 
     def _rows(self, what: str, statement: str, columns: Sequence[str], **params: Any) -> list[dict[str, Any]]:
         """The rows of ``statement`` (which ends in ``RETURN`` of ``columns``), sent back as one
