@@ -8,6 +8,8 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
 
+import numpy as np
+
 from .models import Edge, Node
 
 
@@ -29,7 +31,7 @@ class Neighbourhood:
     other_doc: list[str | None] = field(default_factory=list)
     # the far ends' type degrees (as GraphStore.type_degrees gives them), when a read asked
     # for them (``far_types``) and the backend keeps such degrees; else None
-    far: NeighbourCounts | None = None
+    far: TypeDegrees | None = None
 
     def __len__(self) -> int:
         return len(self.node)
@@ -75,6 +77,34 @@ class NeighbourCounts:
     counts: dict[str, list[tuple[str, str, int]]] = field(default_factory=dict)  # node -> (type, other label, n)
     # nodes whose counting stopped at the ``limit`` asked for: their counts are a lower bound
     capped: set[str] = field(default_factory=set)
+
+
+@dataclass(frozen=True)
+class TypeDegrees:
+    """Each node's number of edges of each of ``types``, in either direction and whatever the
+    other end: ``counts[i, j]`` edges of ``types[j]`` at ``ids[i]``, whose label is
+    ``labels[i]``. What :meth:`GraphStore.type_degrees` returns, and the far ends of a read
+    (:attr:`Neighbourhood.far`): a table, not rows per node, because a walk's read brings
+    thousands of far ends and takes them in a few array operations."""
+
+    types: tuple[str, ...]
+    ids: list[str]  # the asked ids that are nodes of the group, each once
+    labels: list[str]
+    counts: np.ndarray  # int64, shape (len(ids), len(types))
+
+    @classmethod
+    def of(cls, types: Sequence[str], found: Mapping[str, tuple[str, Sequence[int]]]) -> TypeDegrees:
+        """From ``{id: (label, counts in the order of types)}``."""
+        rows = list(found.values())
+        counts = np.array([c for _, c in rows], dtype=np.int64).reshape(len(rows), len(types))
+        return cls(tuple(types), list(found), [str(lb) for lb, _ in rows], counts)
+
+    def row(self, node: str) -> dict[str, int]:
+        """``node``'s types with at least one edge, and how many (empty when not a node)."""
+        if node not in self.ids:
+            return {}
+        counts = self.counts[self.ids.index(node)].tolist()
+        return {t: n for t, n in zip(self.types, counts, strict=True) if n}
 
 
 def counts_of(nb: Neighbourhood) -> NeighbourCounts:

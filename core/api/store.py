@@ -28,6 +28,7 @@ from graphroute.core.api.models import Edge, Label, Node
 from graphroute.core.api.neighbourhood import (
     NeighbourCounts,
     Neighbourhood,
+    TypeDegrees,
     counts_of,
     neighbourhood_of,
 )
@@ -477,13 +478,12 @@ class GraphStore(ABC):
         bound. The default counts :meth:`neighbours` whole; a backend counts in its query."""
         return counts_of(self.neighbours(group, ids, types, other_labels=other_labels))
 
-    def type_degrees(self, group: str, ids: Sequence[str], types: Collection[str]) -> NeighbourCounts | None:
+    def type_degrees(self, group: str, ids: Sequence[str], types: Collection[str]) -> TypeDegrees | None:
         """Each asked node's number of edges of each of ``types``, in either direction and
         whatever the other end, read from degrees the backend keeps per node and type
-        (Neo4j does), not by reading the edges: a hub costs what a leaf costs. Rows are
-        ``(type, "", n)`` (the other end's label is not read); ``labels`` has every asked id
-        that is a node of the group. None when the backend keeps no such degrees (the
-        default): a caller counts with :meth:`neighbour_counts`."""
+        (Neo4j does), not by reading the edges: a hub costs what a leaf costs. One row per
+        asked id that is a node of the group, with its label. None when the backend keeps
+        no such degrees (the default): a caller counts with :meth:`neighbour_counts`."""
         return None
 
     def search_text(self, group: str, query: str, k: int, *, label: str = Label.CHUNK) -> list[tuple[str, float]] | None:

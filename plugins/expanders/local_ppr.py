@@ -81,7 +81,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from graphroute.core.api.models import EdgeType, Label
-from graphroute.core.api.neighbourhood import NeighbourCounts
+from graphroute.core.api.neighbourhood import NeighbourCounts, TypeDegrees
 from graphroute.core.api.stage import QueryState, StageContext
 from graphroute.core.api.store import GraphStore, cache_token
 from graphroute.core.errors import ConfigError
@@ -123,25 +123,6 @@ OTHER_END: dict[tuple[str, str], str] = {
     (SECTION, EdgeType.SHARES_ENTITY.value): SECTION,
     (SECTION, EdgeType.HAS_HUB_ENTITY.value): ENTITY,
 }
-
-
-def decided_ends(tc: NeighbourCounts, ids: Sequence[str] | None = None) -> NeighbourCounts:
-    """:meth:`GraphStore.type_degrees`' counts (of ``ids``, else of every node) with the far
-    end's label filled in from ``OTHER_END``. A node with edges of a type its label does not
-    decide keeps only the decided rows and is in ``capped``: its degree is at least theirs."""
-    wanted = list(tc.labels) if ids is None else ids
-    out = NeighbourCounts({x: tc.labels[x] for x in wanted if x in tc.labels})
-    for x in wanted:
-        rows = tc.counts.get(x)
-        if not rows:
-            continue
-        label = tc.labels.get(x) or ""
-        decided = [(t, OTHER_END[label, t], n) for t, _, n in rows if (label, t) in OTHER_END]
-        if decided:
-            out.counts[x] = decided
-        if len(decided) < len(rows):
-            out.capped.add(x)
-    return out
 
 
 @dataclass(frozen=True)
@@ -233,6 +214,28 @@ def degrees(nc: NeighbourCounts, paths: Paths) -> dict[str, float]:
     w = _weights(_type_codes(types), node_kind, _kinds(others), paths) * np.asarray(counts, dtype=np.float64)
     sums = np.bincount(np.repeat(np.arange(len(nodes)), lengths), weights=w, minlength=len(nodes))
     return dict(zip(nodes, sums.tolist(), strict=True))
+
+
+def decided_degrees(td: TypeDegrees, paths: Paths) -> tuple[np.ndarray, np.ndarray]:
+    """From :meth:`GraphStore.type_degrees`' table: each node's weighted degree over the
+    types whose far end its own label decides (``OTHER_END``: a chunk's MENTIONS lead to
+    entities), and whether that is its whole degree. A node with edges of a type its label
+    does not decide (an entity's MENTIONS may come from sentences, which the walk leaves
+    out) has at least that degree. A column at a time, no Python step per node."""
+    n = len(td.ids)
+    kinds = _kinds(td.labels)
+    deg = np.zeros(n)
+    undecided = np.zeros(n, dtype=bool)
+    for j, t in enumerate(td.types):
+        col = td.counts[:, j]
+        # the far end's kind for each node kind (0: the label does not decide it)
+        far_of = np.array([_KINDS.get(OTHER_END.get((label, t)), UNKNOWN) for label in ("", *WALK_LABELS)], dtype=np.int8)
+        far = far_of[kinds]
+        decided = far != UNKNOWN
+        w = _weights(np.full(n, _CODES.get(t, 0), dtype=np.int8), kinds, far, paths)
+        deg += np.where(decided, col * w, 0.0)
+        undecided |= (col > 0) & ~decided
+    return deg, ~undecided
 
 
 @dataclass
@@ -417,7 +420,8 @@ class _Walk:
         if typed is not None:
             self.queries += 1
             self.typed[fresh] = True
-            self._settle(fresh, decided_ends(typed), paths, cache, stopped=False)
+            gone = np.setdiff1d(np.asarray(fresh, dtype=np.int64), self.take_typed(typed, paths, cache))
+            self.counted[gone] = True  # asked, but not a node of the group: no edges (degree 0)
             # left to count: those whose bound does not show them above their threshold
             low = self.lower(np.asarray(todo, dtype=np.int64)).tolist()
             left = [i for i, lo in zip(todo, low, strict=True)
@@ -441,23 +445,42 @@ class _Walk:
             self.queries += 1
             self._settle(part, nc, paths, cache)
 
-    def _settle(
-        self, nodes: list[int], nc: NeighbourCounts, paths: Paths, cache: dict[str, tuple[float, str]], *, stopped: bool = True,
-    ) -> None:
+    def _settle(self, nodes: list[int], nc: NeighbourCounts, paths: Paths, cache: dict[str, tuple[float, str]]) -> None:
         """Take ``nodes``' degrees from counts: whole ones are known (and cached), those in
-        ``capped`` raise the node's lower bound (``floor``; counted in ``stopped`` when
-        ``stopped``)."""
+        ``capped`` (a count stopped at its limit) raise the node's lower bound (``floor``)."""
         found = degrees(nc, paths)
         self.learn(np.asarray(nodes, dtype=np.int64), nc.labels)
         for i in nodes:
             x = self.ids[i]
             if x in nc.capped:
                 self.floor[i] = max(self.floor[i], found.get(x, 0.0))
-                self.stopped += stopped
+                self.stopped += 1
                 continue
             self.deg[i] = found.get(x, 0.0)
             self.counted[i] = True
             cache[x] = (self.deg[i], nc.labels.get(x) or "")
+
+    def take_typed(self, td: TypeDegrees, paths: Paths, cache: dict[str, tuple[float, str]]) -> np.ndarray:
+        """Degrees from the store's type degrees (:func:`decided_degrees`) for the walk's
+        nodes in ``td`` whose degree is not known yet: whole ones become known (and cached),
+        the others raise the node's lower bound (``floor``). Returns their local indices."""
+        at = np.fromiter(map(self.index.get, td.ids, repeat(-1)), dtype=np.int64, count=len(td.ids))
+        rows = np.flatnonzero(at >= 0)
+        rows = rows[~self.counted[at[rows]]]
+        at = at[rows]
+        if len(rows) < len(td.ids):
+            picked = rows.tolist()
+            td = TypeDegrees(td.types, [td.ids[r] for r in picked], [td.labels[r] for r in picked], td.counts[rows])
+        self.typed[at] = True
+        self.kind[at] = _kinds(td.labels)
+        deg, whole = decided_degrees(td, paths)
+        known, bounded = at[whole], at[~whole]
+        self.deg[known] = deg[whole]
+        self.counted[known] = True
+        self.floor[bounded] = np.maximum(self.floor[bounded], deg[~whole])
+        picked = np.flatnonzero(whole).tolist()
+        cache.update(zip([td.ids[r] for r in picked], zip(deg[whole].tolist(), [td.labels[r] for r in picked], strict=True), strict=True))
+        return at
 
     def load(
         self, store: GraphStore, group: str, nodes: np.ndarray, paths: Paths, types: list[str],
@@ -480,11 +503,7 @@ class _Walk:
         others = nb.other if len(keep) == n else np.asarray(nb.other, dtype=object)[keep].tolist()
         dst = self.touch(others, other_kind[keep])
         if nb.far is not None:
-            ends = np.unique(dst)
-            ends = ends[~self.counted[ends] & ~self.typed[ends]]
-            self.typed[ends] = True
-            unsettled = ends.tolist()
-            self._settle(unsettled, decided_ends(nb.far, [self.ids[i] for i in unsettled]), paths, cache, stopped=False)
+            self.take_typed(nb.far, paths, cache)
         src, w = src[keep], w[keep]
         # a node's rows need not come together from the store: group them by node
         order = np.argsort(src, kind="stable")

@@ -50,6 +50,7 @@ import re
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import unquote
 
@@ -57,7 +58,7 @@ import numpy as np
 from graphroute.core.api.components import ComponentParams, StoreBackend
 from graphroute.core.api.constants import NEO4J_DEV_PASSWORD
 from graphroute.core.api.models import Edge, EdgeType, Label, Node
-from graphroute.core.api.neighbourhood import NeighbourCounts, Neighbourhood
+from graphroute.core.api.neighbourhood import NeighbourCounts, Neighbourhood, TypeDegrees
 from graphroute.core.api.store import (
     Direction,
     DocumentBatch,
@@ -256,12 +257,6 @@ def _space_name(space: str) -> str:
 
 def _vec_prop(space: str, dim: int) -> str:
     return f"vec_{_space_name(space)}_{int(dim)}"
-
-
-def _typed_counts(typed: Sequence[str], counts: Sequence[int]) -> list[tuple[str, str, int]]:
-    """:meth:`Neo4jStore._degree_list`'s counts as ``NeighbourCounts`` rows, the far end's
-    label not read (""); types without an edge left out."""
-    return [(t, "", n) for t, n in zip(typed, counts, strict=True) if n]
 
 
 def quiet_driver_log() -> None:
@@ -1156,7 +1151,8 @@ class Neo4jStore(GraphStore):
                 "RETURN a.id AS id, a.label AS label, reduce(acc = [], rs IN docs | acc + rs) AS rows"
             )
 
-        out = Neighbourhood({}, far=None if far_typed is None else NeighbourCounts({}))
+        out = Neighbourhood({})
+        far: dict[str, tuple[str, list[int]]] = {}  # each far end once (an end of several rows has the same degrees)
         for r in self._around("neighbours", group, ids, types, other_labels, expand, "rows", first=first_docs):
             node = r["id"]
             out.labels[node] = r["label"]
@@ -1164,15 +1160,9 @@ class Neo4jStore(GraphStore):
                 continue
             types_, others, labels, docs, degrees_ = zip(*r["rows"], strict=True)  # rows to columns, in C
             out.add_columns(node, types_, others, labels, docs)
-            if out.far is not None and far_typed is not None:
-                far = out.far
-                for b, lb, ns in zip(others, labels, degrees_, strict=True):
-                    if b in far.labels:  # an end of several asked nodes' rows: its degrees are the same
-                        continue
-                    far.labels[b] = lb
-                    if counted := _typed_counts(far_typed, ns):
-                        far.counts[b] = counted
-        return out
+            if far_typed is not None:
+                far.update(zip(others, zip(labels, degrees_, strict=True), strict=True))
+        return out if far_typed is None else replace(out, far=TypeDegrees.of(far_typed, far))
 
     def _typed(self, types: Collection[str]) -> list[str]:
         """``types`` the store allows, sorted: the order of :meth:`_degree_list`'s counts."""
@@ -1217,17 +1207,16 @@ class Neo4jStore(GraphStore):
                     out.capped.add(r["id"])
         return out
 
-    def type_degrees(self, group: str, ids: Sequence[str], types: Collection[str]) -> NeighbourCounts | None:
+    def type_degrees(self, group: str, ids: Sequence[str], types: Collection[str]) -> TypeDegrees | None:
         typed = self._typed(types)
         counts = self._degree_list("a", typed)
-        out = NeighbourCounts({})
-        for r in self._around(
-            "type_degrees", group, ids, types, None, lambda _: f"RETURN a.id AS id, a.label AS label, {counts} AS counts", "counts",
-        ):
-            out.labels[r["id"]] = r["label"]
-            if rows := _typed_counts(typed, r["counts"]):
-                out.counts[r["id"]] = rows
-        return out
+        found = {
+            r["id"]: (r["label"], r["counts"])
+            for r in self._around(
+                "type_degrees", group, ids, types, None, lambda _: f"RETURN a.id AS id, a.label AS label, {counts} AS counts", "counts",
+            )
+        }
+        return TypeDegrees.of(typed, found)
 
     def iter_edges(self, group: str, types: Collection[str] | None = None) -> Iterator[Edge]:
         if types is not None and not types:

@@ -240,19 +240,18 @@ def test_push_stops_counting_a_hub_it_will_not_push(store: GraphStore, group: st
 def test_type_degrees_decide_a_far_end_only_where_the_label_does() -> None:
     """A chunk's MENTIONS lead to entities, so its type degrees are its degree; an entity's
     MENTIONS may come from sentences, so its degree is only bounded by its other types."""
-    from graphroute.core.api.neighbourhood import NeighbourCounts
-    from graphroute.plugins.expanders.local_ppr import decided_ends
+    from graphroute.core.api.neighbourhood import TypeDegrees
+    from graphroute.plugins.expanders.local_ppr import Paths, decided_degrees
 
-    typed = NeighbourCounts(
-        {"c": Label.CHUNK, "e": Label.ENTITY, "s": Label.SENTENCE},
-        {
-            "c": [(EdgeType.MENTIONS, "", 3), (EdgeType.IN_SECTION, "", 1)],
-            "e": [(EdgeType.MENTIONS, "", 40), (EdgeType.CO_OCCURS, "", 7)],
-            "s": [(EdgeType.MENTIONS, "", 2)],
-        },
+    types = (EdgeType.CO_OCCURS, EdgeType.IN_SECTION, EdgeType.MENTIONS)
+    typed = TypeDegrees(
+        types,
+        ["c", "e", "s", "lone"],
+        [Label.CHUNK, Label.ENTITY, Label.SENTENCE, Label.ENTITY],
+        np.array([[0, 1, 3], [7, 0, 40], [0, 0, 2], [0, 0, 0]]),
     )
-    got = decided_ends(typed)
-    assert got.counts["c"] == [(EdgeType.MENTIONS, Label.ENTITY, 3), (EdgeType.IN_SECTION, Label.SECTION, 1)]
-    assert got.counts["e"] == [(EdgeType.CO_OCCURS, Label.ENTITY, 7)]
-    assert "s" not in got.counts
-    assert got.capped == {"e", "s"}
+    paths = Paths(entity=0.5, section=0.0, similar=0.0, shares=0.0, hub=0.0, mentions=2.0)
+    deg, whole = decided_degrees(typed, paths)
+    # c: 3 MENTIONS + 1 IN_SECTION at weight 2; e: 7 CO_OCCURS at 0.5, MENTIONS undecided
+    np.testing.assert_allclose(deg, [8.0, 3.5, 0.0, 0.0])
+    assert whole.tolist() == [True, False, False, True]
