@@ -478,8 +478,10 @@ class _Walk:
         self.deg[known] = deg[whole]
         self.counted[known] = True
         self.floor[bounded] = np.maximum(self.floor[bounded], deg[~whole])
-        picked = np.flatnonzero(whole).tolist()
-        cache.update(zip([td.ids[r] for r in picked], zip(deg[whole].tolist(), [td.labels[r] for r in picked], strict=True), strict=True))
+        settled = np.flatnonzero(whole).tolist()
+        cache.update(
+            (td.ids[r], (d, td.labels[r])) for r, d in zip(settled, deg[whole].tolist(), strict=True)
+        )
         return at
 
     def load(

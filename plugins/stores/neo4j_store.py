@@ -50,7 +50,7 @@ import re
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import unquote
 
@@ -282,6 +282,17 @@ class _Vector(list):  # type: ignore[type-arg]
         return f"<vector of {len(self)} floats>"
 
 
+@dataclass
+class _HeldSpace:
+    """What the client keeps of one (group, space) for a store version: its vector count,
+    the matrix of a small one, and a large one's last index search (query vector bytes and
+    its hits, best first; one tuple, replaced whole)."""
+
+    count: int
+    matrix: VectorMatrix | None = None
+    last: tuple[bytes, tuple[tuple[str, float], ...]] | None = None
+
+
 class Neo4jStore(GraphStore):
     """GraphStore on a Neo4j server (5.26 or 2025+) (see the module docstring for the model)."""
 
@@ -378,12 +389,11 @@ class Neo4jStore(GraphStore):
 
     # ------------------------------------------------------------------ plumbing
     def _session(self, *, read: bool = False) -> Any:
-        """A session; a read one retries transient failures for ``read_retry_s`` only, so a
-        server that is down is reported in seconds (health checks, queries) while writes keep
-        the longer ``retry_s`` to ride out a busy server."""
-        config: dict[str, Any] = (
-            {"max_transaction_retry_time": self.read_retry_s, "default_access_mode": "READ"} if read else {}
-        )
+        """A session; a read one says so (a cluster routes it to a reader). Reads are retried
+        for ``read_retry_s`` only (:meth:`_read`), so a server that is down is reported in
+        seconds (health checks, queries), while writes keep the driver's longer ``retry_s``
+        to ride out a busy server."""
+        config: dict[str, Any] = {"default_access_mode": "READ"} if read else {}
         if self._database:
             config["database"] = self._database
         return self._driver.session(**config)
@@ -1261,14 +1271,14 @@ class Neo4jStore(GraphStore):
         )
         return int(rows[0]["c"]) if rows else 0
 
-    def _small_space(self, group: str, prop: str, dim: int) -> tuple[int, VectorMatrix | None]:
+    def _space_of(self, group: str, prop: str, dim: int) -> _HeldSpace:
         """How many vectors the group holds in ``prop`` and, when that is at most
         ``exact_max``, all of them as a matrix searched in the client (see
         :mod:`graphroute.core.lib.vector_matrix` for why): at most ``exact_max`` x ``dim``
         floats per space, whatever the corpus."""
         n = self._count_vectors(group, prop)
         if n > self.exact_max:
-            return n, None
+            return _HeldSpace(n)
         found = self._rows(
             "vector matrix",
             f"MATCH (n:GRNode {{group: $g}}) WHERE n.{prop} IS NOT NULL RETURN n.id AS id, n.{prop} AS v ORDER BY id",
@@ -1276,7 +1286,7 @@ class Neo4jStore(GraphStore):
             g=group,
         )
         matrix = np.asarray([r["v"] for r in found], dtype=np.float32).reshape(len(found), dim)
-        return len(found), VectorMatrix.of([str(r["id"]) for r in found], matrix)
+        return _HeldSpace(len(found), VectorMatrix.of([str(r["id"]) for r in found], matrix))
 
     def search_text(self, group: str, query: str, k: int, *, label: str = Label.CHUNK) -> list[tuple[str, float]] | None:
         if str(label) not in TEXT_INDEXES:
@@ -1457,8 +1467,6 @@ class Neo4jStore(GraphStore):
         *,
         restrict_to: Collection[str] | None = None,
     ) -> list[tuple[str, float]]:
-        from neo4j.exceptions import ClientError
-
         if k <= 0:
             return []
         name = _space_name(space)
@@ -1474,18 +1482,36 @@ class Neo4jStore(GraphStore):
         qv = _Vector((q / norm if norm > 0 else q).tolist())
         prop = _vec_prop(name, dim)
         # read once per store version: the count reads every node of the group
-        n, small = per_version(self, group, ("vector_space", prop), lambda: self._small_space(group, prop, dim))
-        if small is not None:
+        held = per_version(self, group, ("vector_space", prop), lambda: self._space_of(group, prop, dim))
+        if held.matrix is not None:
             self.last_search_path = "exact"
-            return small.search(np.asarray(qv, dtype=np.float32), k, restrict_to)
+            return held.matrix.search(np.asarray(qv, dtype=np.float32), k, restrict_to)
         if restrict_to is not None:
             ids = list(dict.fromkeys(restrict_to))
             self.last_search_path = "exact"
             return self._exact(group, prop, qv, k, ids) if ids else []
-        if n <= k:
+        if held.count <= k:
             self.last_search_path = "exact"
             return self._exact(group, prop, qv, k, None)
-        # Large group: ask the index for more candidates than k, keep the group's.
+        # The stages of one question search a space with the same vector (Route 5's passage
+        # seeds, 1,000 hits, then its vector anchors, 10): the first k of a longer search
+        # answer a shorter one, from the larger candidate list.
+        key = np.asarray(qv, dtype=np.float32).tobytes()
+        last = held.last
+        if last is not None and last[0] == key and len(last[1]) >= k:
+            self.last_search_path = "index"
+            return list(last[1][:k])
+        hits = self._index_search(group, prop, qv, k)
+        if self.last_search_path == "index":
+            held.last = (key, tuple(hits))
+        return hits
+
+    def _index_search(self, group: str, prop: str, qv: list[float], k: int) -> list[tuple[str, float]]:
+        """The group's k best hits from the space's vector index: more candidates than k
+        are asked for and the group's kept, more again while other groups crowd them out, and
+        an exact scan when the index cannot answer."""
+        from neo4j.exceptions import ClientError
+
         fetch = k * max(self.oversample, 1)
         for _ in range(3):
             try:

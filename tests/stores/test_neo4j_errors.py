@@ -117,6 +117,23 @@ def test_index_path_keeps_k_hits_for_a_crowded_small_group(index_store: GraphSto
         assert index_store.last_search_path == "index"
         exact = {big_ids[j] for j in np.argsort(-(near @ q))[:10]}
         assert len(hits) == 10 and len(exact & {h[0] for h in hits}) >= 8
+        # the same vector again with a smaller k: the first hits of that search, not another
+        sent: list[str] = []
+        real_rows = index_store._rows
+
+        def rows(what: str, *args: object, **kw: object) -> list[dict[str, object]]:
+            sent.append(what)
+            return real_rows(what, *args, **kw)  # type: ignore[arg-type]
+
+        index_store._rows = rows  # type: ignore[method-assign]
+        try:
+            assert index_store.vector_search(big, VectorSpace.CHUNK, q, 4) == hits[:4]
+            assert sent == []
+            index_store.vector_search(big, VectorSpace.CHUNK, q, 20)  # more than it holds: asked
+            index_store.vector_search(big, VectorSpace.CHUNK, near[5], 4)  # another vector: asked
+            assert sent == ["vector index search", "vector index search"]
+        finally:
+            del index_store._rows
     finally:
         index_store.delete_group(big)
         index_store.delete_group(small)
