@@ -128,6 +128,29 @@ def content_terms(text: str) -> frozenset[str]:
     return frozenset(terms)
 
 
+# A word written in camel case joins words ("macOS", "PowerShell", "iOS"): its parts are words
+# of the text as well, so a question's "Mac" is found in a text that writes "macOS".
+_CAMEL_RE = re.compile(r"\w*[a-z][A-Z]\w*")
+_CAMEL_PART_RE = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+")
+
+
+def _camel_parts(word: str) -> list[str]:
+    return _CAMEL_PART_RE.findall(word) if _CAMEL_RE.fullmatch(word) else [word]
+
+
+@lru_cache(maxsize=1 << 14)
+def lexicon_terms(text: str) -> frozenset[str]:
+    """The terms negative detection reads in a corpus text: :func:`content_terms`, and the
+    normalised parts of the text's camel-case words ("macOS" -> "mac", "os")."""
+    terms = content_terms(text)
+    camel = _CAMEL_RE.findall(text)
+    if not camel:
+        return terms
+    parts = {_norm(p) for w in camel for p in _camel_parts(w)}
+    parts.discard("")
+    return terms | parts
+
+
 def query_overlap(query_terms: Set[str], text: str) -> float:
     """Fraction of the query's content terms that occur in ``text`` (0 when none)."""
     if not query_terms:
@@ -166,6 +189,13 @@ class NegativeFloor(StageParams):
     )
     coverage_blocks: int = Field(
         5, ge=1, le=100, description="Context blocks (best first) that the term coverage reads.",
+    )
+    skip_absent_wording: bool = Field(
+        True,
+        description="The term coverage leaves out the question's verbs and adverbs (spaCy's tagger) "
+        "that the corpus never uses: the question's own wording of what the documents say otherwise "
+        "('seems to have moved back' / 'appears to have gone back'). A noun or adjective the corpus "
+        "never uses still weighs the most. Only when the coverage is below the floor without it.",
     )
     name_phrases: bool = Field(
         False,
@@ -268,10 +298,63 @@ def _pair_key(a: str, b: str) -> int:
 def word_pairs(text: str) -> set[int]:
     """Keys of the normalised word pairs of ``text`` that stand next to each other or one word
     apart (an initial or a joiner between: "Harris W. Fawell", "Siege of Cassel")."""
-    words = [_norm(w) or "_" for w in _WORD_RE.findall(text)]
-    keys = {_pair_key(a, b) for a, b in itertools.pairwise(words)}
-    keys.update(_pair_key(a, b) for a, b in zip(words, words[2:], strict=False))
+    tokens = _WORD_RE.findall(text)
+    keys: set[int] = set()
+    sequences = [tokens]
+    if _CAMEL_RE.search(text):  # and with camel-case words as their parts ("PowerShell" -> power shell)
+        sequences.append([p for t in tokens for p in _camel_parts(t)])
+    for seq in sequences:
+        words = [_norm(w) or "_" for w in seq]
+        keys.update(_pair_key(a, b) for a, b in itertools.pairwise(words))
+        keys.update(_pair_key(a, b) for a, b in zip(words, words[2:], strict=False))
     return keys
+
+
+# Words that stand inside an acronym's expansion without giving it a letter ("Bank of England"
+# -> BoE, "Food and Drug Administration" -> FDA), and the letters an acronym has.
+_ACRONYM_JOINERS = frozenset(["of", "and", "for", "the", "on", "in", "to", "de", "&"])
+_ACRONYM_LETTERS = range(2, 7)
+# a question word written in capitals, optionally plural ("FAQ", "FAQs", "USA")
+_ACRONYM_RE = re.compile(r"[A-Z]{2,6}s?")
+
+
+def _initials(words: Sequence[str]) -> str:
+    return "".join(_fold(w)[0].lower() for w in words if w.lower() not in _ACRONYM_JOINERS)
+
+
+def spelled_acronyms(text: str) -> set[str]:
+    """The acronyms ``text`` spells out, lower case: the initials of 2-6 words that stand
+    together as a name (capitalised, joiners such as "of" between: "Full Disk Access" ->
+    "fda", "Bank of England" -> "be") or as a whole line of their own (a title or heading in
+    sentence case: "Frequently asked questions" -> "faq"). Only names and headings: the
+    initials of any run of words would spell most short acronyms by chance."""
+    out: set[str] = set()
+    for line in text.splitlines():
+        tokens = _WORD_RE.findall(line)
+        words = [t for t in tokens if _norm(t) or t.lower() in _ACRONYM_JOINERS]
+        if len(words) == len(tokens) and len(_initials(words)) in _ACRONYM_LETTERS and words[0][:1].isalpha():
+            out.add(_initials(words))
+        run: list[str] = []  # capitalised words, with the joiners between them
+        for t in [*tokens, ""]:
+            if t[:1].isupper() and _norm(t):
+                run.append(t)
+                continue
+            if run and t.lower() in _ACRONYM_JOINERS:
+                run.append(t)
+                continue
+            caps = [i for i, w in enumerate(run) if w[:1].isupper()]
+            for a, b in itertools.combinations(caps, 2):  # every stretch of the run from one capitalised word to another
+                letters = _initials(run[a : b + 1])
+                if len(letters) in _ACRONYM_LETTERS:
+                    out.add(letters)
+            run = []
+    return out
+
+
+def question_acronyms(question: str) -> frozenset[str]:
+    """The normalised words the question writes in capitals ("FAQ", "FAQs" -> "faq"): acronyms,
+    which a corpus may spell out instead (:func:`spelled_acronyms`)."""
+    return frozenset(_norm(tok) for may_name, tok in _question_tokens(question) if may_name and _ACRONYM_RE.fullmatch(tok))
 
 
 def close_spellings(word: str, vocabulary: Sequence[str]) -> list[str]:
@@ -291,20 +374,27 @@ class CorpusLexicon:
     postings: dict[str, np.ndarray]  # term -> sorted passage indexes
     vocabulary: tuple[str, ...]  # sorted, for spelling-variant lookups
     pairs: np.ndarray | None = None  # sorted keys of the corpus' word pairs (``word_pairs``)
+    acronyms: frozenset[str] = frozenset()  # what the corpus spells out (``spelled_acronyms``)
 
     @classmethod
     def build(cls, texts: Iterable[str], *, with_pairs: bool = False) -> CorpusLexicon:
         lists: dict[str, list[int]] = {}
         pairs: set[int] = set()
+        acronyms: set[str] = set()
         n = 0
         for n, text in enumerate(texts, start=1):
-            for term in content_terms(text):
+            for term in lexicon_terms(text):
                 lists.setdefault(term, []).append(n - 1)
             if with_pairs:
                 pairs |= word_pairs(text)
+            acronyms |= spelled_acronyms(text)
         postings = {t: np.asarray(v, dtype=np.int32) for t, v in lists.items()}
         keys = np.unique(np.fromiter(pairs, dtype=np.int64, count=len(pairs))) if with_pairs else None
-        return cls(n, postings, tuple(sorted(postings)), keys)
+        return cls(n, postings, tuple(sorted(postings)), keys, frozenset(acronyms))
+
+    def spells_out(self, acronym: str) -> bool:
+        """True when some passage spells ``acronym`` out as a name or a heading."""
+        return acronym in self.acronyms
 
     def has_pair(self, a: str, b: str) -> bool:
         """True when ``a`` and ``b`` stand next to each other (or one word apart) somewhere in
@@ -376,6 +466,8 @@ class CorpusTerms(Protocol):
 
     def has_pair(self, a: str, b: str) -> bool: ...
 
+    def spells_out(self, acronym: str) -> bool: ...
+
     def prepare(self, names: Iterable[Sequence[str]] = (), terms: Iterable[str] = (),
                 pairs: Iterable[tuple[str, str]] = ()) -> None:
         """Make the look-ups that :meth:`has_together` (of each name's words), :meth:`idf`
@@ -431,7 +523,7 @@ class StoreTerms:
         """Look ``words`` up as they are (one store call) and note those the index holds so."""
         exact = [TextMatch(((w,),), self.candidates) for w in words]
         for w, texts in zip(words, self._match(exact), strict=True):
-            if any(w in content_terms(t) for t in texts):
+            if any(w in lexicon_terms(t) for t in texts):
                 self._exact.add(w)
 
     def _texts(self, clauses: Sequence[Sequence[str]], near: Sequence[str] = ()) -> list[str]:
@@ -463,7 +555,7 @@ class StoreTerms:
             if word in self._exact:
                 self._variants[word] = [word]
             else:
-                terms = frozenset().union(*(content_terms(t) for t in self._texts([[word]])))
+                terms = frozenset().union(*(lexicon_terms(t) for t in self._texts([[word]])))
                 self._variants[word] = [word] if word in terms else close_spellings(word, sorted(terms))
         return self._variants[word]
 
@@ -478,7 +570,7 @@ class StoreTerms:
         if not n or n > self.candidates:
             return n
         texts = self._match([TextMatch(((word,),), n)])[0]
-        return sum(term in content_terms(t) for t in texts)
+        return sum(term in lexicon_terms(t) for t in texts)
 
     def idf(self, term: str) -> float:
         if self._passages is None:  # counting a large group's chunks takes the server a while
@@ -500,11 +592,16 @@ class StoreTerms:
         if len(options) < 2:
             return True
         sets = [frozenset(o) for o in options]
-        return any(all(terms & s for s in sets) for terms in map(content_terms, self._texts(options)))
+        return any(all(terms & s for s in sets) for terms in map(lexicon_terms, self._texts(options)))
 
     def has_pair(self, a: str, b: str) -> bool:
         keys = {_pair_key(a, b), _pair_key(b, a)}
         return any(not keys.isdisjoint(word_pairs(t)) for t in self._texts([[a], [b]], near=[a, b]))
+
+    def spells_out(self, acronym: str) -> bool:
+        """False: the full-text index holds words, not the initials of names, so on a store
+        read through it an acronym counts only as a word."""
+        return False
 
 
 def corpus_terms(store: GraphStore, group: str, *, with_pairs: bool = False) -> CorpusTerms:
@@ -562,14 +659,83 @@ def question_nouns(question: str) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def term_coverage(question: str, texts: Sequence[str], lexicon: CorpusTerms) -> float:
-    """IDF-weighted share of the question's content terms that occur in ``texts``."""
+@lru_cache(maxsize=256)
+def _parsed(question: str) -> Any | None:
+    """The question's spaCy ``Doc`` (tags, parse, entities; the pipeline ``ner_seeds`` loads),
+    or None where spaCy or its English pipeline is not installed."""
+    try:
+        from graphroute.plugins.seeds.entity_seeds import question_doc
+
+        return question_doc(question, "always")
+    except (ImportError, OSError):
+        return None
+
+
+# Parts of speech of a question's own wording rather than of what it asks about
+_WORDING_POS = frozenset({"VERB", "AUX", "ADV"})
+
+
+def absent_wording(question: str, texts: Sequence[str], lexicon: CorpusTerms) -> frozenset[str]:
+    """The question's verbs and adverbs (spaCy's tagger) that the corpus never uses, nor a
+    spelling of them: how the question puts what the documents say in other words ("seems to
+    have moved back" / "appears to have gone back", "how often ... replaced" / "refreshed
+    every three years"). Empty without spaCy."""
     q = content_terms(question)
+    seen = frozenset().union(*map(lexicon_terms, texts))
+    unused = {w for w in q - seen if not lexicon.knows(w)}
+    doc = _parsed(question) if unused else None
+    if doc is None:
+        return frozenset()
+    return frozenset(unused & {_norm(t.text) for t in doc if t.pos_ in _WORDING_POS})
+
+
+def name_describers(question: str) -> frozenset[str]:
+    """Normalised words of the question that spaCy's NER marks as a nationality, religious or
+    political group (NORP) on their own: before a name they describe it rather than belong to
+    it ("a German Fachhochschule" is a Fachhochschule; the corpus may write it without the
+    adjective). Part of a larger name ("the Dutch Reformed Church") they are not NORP."""
+    doc = _parsed(question)
+    if doc is None:
+        return frozenset()
+    return frozenset(w for e in doc.ents if e.label_ == "NORP" for t in e if (w := _norm(t.text)))
+
+
+def name_found(name: Sequence[str], lexicon: CorpusTerms, acronyms: Set[str], describers: Set[str]) -> bool:
+    """Whether the corpus holds ``name`` (its words in one chunk), where a word the question
+    writes in capitals may be spelled out instead (:func:`spelled_acronyms`: "FAQ" in a corpus
+    with a page "Frequently asked questions"), and a leading describer word
+    (:func:`name_describers`) may stand apart from the rest."""
+    words = [w for w in name if not (w in acronyms and not lexicon.knows(w) and lexicon.spells_out(w))]
+    if len(words) > 1 and words[0] in describers:
+        return lexicon.has_together(words[:1]) and lexicon.has_together(words[1:])
+    return not words or lexicon.has_together(words)
+
+
+def missing_names(question: str, floor: NegativeFloor, lexicon: CorpusTerms,
+                  names: Sequence[Sequence[str]], pairs: Sequence[tuple[str, str]]) -> list[str]:
+    """The names (or, with ``name_phrases``, the word pairs of names) of the question the
+    corpus does not hold. The question is parsed (for :func:`name_describers`) only when a
+    name is missing on its words alone."""
+    acronyms = question_acronyms(question)
+    missing = [n for n in names if not name_found(n, lexicon, acronyms, frozenset())]
+    lost = [(a, b) for a, b in pairs if not lexicon.has_pair(a, b)] if floor.name_phrases and not missing else []
+    if missing or lost:
+        describers = name_describers(question)
+        missing = [n for n in missing if not name_found(n, lexicon, acronyms, describers)]
+        lost = [(a, b) for a, b in lost if a not in describers]
+    if missing:
+        return [" ".join(n) for n in missing]
+    return [f"{a} {b}" for a, b in lost]
+
+
+def term_coverage(question: str, texts: Sequence[str], lexicon: CorpusTerms, skip: Set[str] = frozenset()) -> float:
+    """IDF-weighted share of the question's content terms (but ``skip``) that occur in ``texts``."""
+    q = content_terms(question) - skip
     if not q:
         return 1.0
     seen: set[str] = set()
     for t in texts:
-        seen |= content_terms(t)
+        seen |= lexicon_terms(t)
     total = sum(lexicon.idf(w) for w in q)
     return sum(lexicon.idf(w) for w in q & seen) / total if total > 0 else 1.0
 
@@ -606,15 +772,18 @@ def negative_reason(
         terms = sorted(content_terms(question)) if floor.min_term_coverage > 0 else []
         lex.prepare(names, terms, pairs)
         if floor.names_in_corpus:
-            missing = [" ".join(n) for n in names if not lex.has_together(n)]
-            if floor.name_phrases and not missing:
-                missing = [f"{a} {b}" for a, b in pairs if not lex.has_pair(a, b)]
+            missing = missing_names(question, floor, lex, names, pairs)
             if missing:
                 info["names_not_in_corpus"] = missing
                 return "name_not_in_corpus", info
         if floor.min_term_coverage > 0:
             texts = [e.text for e in evidence[: floor.coverage_blocks]]
             cov = term_coverage(question, texts, lex)
+            if cov < floor.min_term_coverage and floor.skip_absent_wording:
+                wording = absent_wording(question, texts, lex)
+                if wording:
+                    info["wording_not_in_corpus"] = sorted(wording)
+                    cov = term_coverage(question, texts, lex, wording)
             info["term_coverage"] = round(cov, 4)
             if cov < floor.min_term_coverage:
                 return "below_min_term_coverage", info
