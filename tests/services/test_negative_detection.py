@@ -10,10 +10,13 @@ from graphroute.plugins.synthesizers.builtin import (
     CorpusLexicon,
     NegativeFloor,
     content_terms,
+    lexicon_terms,
     negative_reason,
+    question_acronyms,
     question_name_pairs,
     question_names,
     question_nouns,
+    spelled_acronyms,
     term_coverage,
 )
 
@@ -148,3 +151,77 @@ def test_punctuation_ends_a_name() -> None:
     corpus = CorpusLexicon.build(["Morgan Freeman starred with Robert De Niro."], with_pairs=True)
     floor = NegativeFloor(names_in_corpus=True, name_phrases=True)
     assert negative_reason("Did Morgan Freeman, Robert De Niro act together?", [ev("x")], floor, lambda: corpus)[0] is None
+
+
+NAMES = NegativeFloor(names_in_corpus=True, name_phrases=True)
+
+
+def test_a_camel_case_word_holds_its_parts() -> None:
+    assert {"mac", "os", "maco"} <= lexicon_terms("Install it on macOS 13.")
+    assert {"power", "shell"} <= lexicon_terms("Run PowerShell as an administrator.")
+    corpus = CorpusLexicon.build(["Installing on macOS\nThe cache lives in ~/Library/Caches."], with_pairs=True)
+    assert negative_reason("Where does an installation on a Mac keep its cache?", [ev("x")], NAMES, lambda: corpus)[0] is None
+    # a word that merely starts with the same letters is another word
+    machine = CorpusLexicon.build(["Each machine keeps its cache in /var/cache."], with_pairs=True)
+    reason, info = negative_reason("Where does an installation on a Mac keep its cache?", [ev("x")], NAMES, lambda: machine)
+    assert reason == "name_not_in_corpus" and info["names_not_in_corpus"] == ["mac"]
+    # the parts stand side by side for the name-phrase check: "Power Shell" is in "PowerShell"
+    shell = CorpusLexicon.build(["Run PowerShell as an administrator."], with_pairs=True)
+    assert negative_reason("What does Power Shell run?", [ev("x")], NAMES, lambda: shell)[0] is None
+
+
+def test_acronyms_are_spelled_out_by_names_and_headings_only() -> None:
+    assert question_acronyms("What does the FAQ say about NASA and the FAQs?") == {"faq", "nasa"}
+    assert "faq" in spelled_acronyms("Frequently asked questions\nCan I back up two machines?")
+    assert {"fda", "da"} <= spelled_acronyms("Grant Full Disk Access to the daemon.")
+    assert "be" in spelled_acronyms("The Bank of England sets the rate.")
+    # the initials of running words are chance, not an acronym
+    assert "faq" not in spelled_acronyms("Five apples quietly ripened. Few are quite ready.")
+
+
+def test_an_acronym_the_corpus_spells_out_is_found() -> None:
+    q = "What does the FAQ suggest before a backup?"
+    faq = CorpusLexicon.build(["Frequently asked questions\nStop the database before a backup."], with_pairs=True)
+    assert negative_reason(q, [ev("x")], NAMES, lambda: faq)[0] is None
+    chance = CorpusLexicon.build(["Five apples quietly ripened before a backup."], with_pairs=True)
+    reason, info = negative_reason(q, [ev("x")], NAMES, lambda: chance)
+    assert reason == "name_not_in_corpus" and info["names_not_in_corpus"] == ["faq"]
+
+
+def test_a_nationality_before_a_name_describes_it() -> None:
+    texts = ["A Fachhochschule is a university of applied sciences.", "German is spoken in Austria and Switzerland."]
+    q = "What is a German Fachhochschule called in the Netherlands?"
+    # "German" and "Fachhochschule" never share a passage, yet only the country is missing
+    reason, info = negative_reason(q, [ev("x")], NAMES, lambda: CorpusLexicon.build(texts, with_pairs=True))
+    assert reason == "name_not_in_corpus" and info["names_not_in_corpus"] == ["netherland"]
+    found = CorpusLexicon.build([*texts, "The Netherlands calls it a hogeschool."], with_pairs=True)
+    assert negative_reason(q, [ev("x")], NAMES, lambda: found)[0] is None
+    # the describer must itself be in the corpus
+    no_german = CorpusLexicon.build([texts[0], "The Netherlands calls it a hogeschool."], with_pairs=True)
+    reason, info = negative_reason(q, [ev("x")], NAMES, lambda: no_german)
+    assert reason == "name_not_in_corpus" and info["names_not_in_corpus"] == ["german fachhochschule"]
+    # two names the corpus holds apart are still not found together (no describer among them)
+    assert negative_reason("Did Bristol Hollins approve the leave?", [ev(CORPUS[4])], NAMES, lambda: PAIRS)[0] == "name_not_in_corpus"
+
+
+LAPTOPS = CorpusLexicon.build([
+    "Laptops are refreshed every three years.",
+    "Early replacement needs a reason from the line manager.",
+    "Report a lost laptop to the IT Service Desk within 24 hours.",
+    "Pensions are paid by the provider.",
+    "The office opens at 08:00 and closes at 18:00.",
+    "Travel requests are approved by the line manager.",
+    "Leave requests are approved in Meadow.",
+])
+
+
+def test_coverage_leaves_out_verbs_and_adverbs_the_corpus_never_uses() -> None:
+    floor = NegativeFloor(min_term_coverage=0.5, coverage_blocks=1)
+    context = [ev("Laptops are refreshed every three years.")]
+    reason, info = negative_reason("How often are laptops replaced?", context, floor, lambda: LAPTOPS)
+    assert reason is None and info["wording_not_in_corpus"] == ["often", "replaced"]
+    strict = NegativeFloor(min_term_coverage=0.5, coverage_blocks=1, skip_absent_wording=False)
+    assert negative_reason("How often are laptops replaced?", context, strict, lambda: LAPTOPS)[0] == "below_min_term_coverage"
+    # a noun or adjective the corpus never uses still weighs the most
+    reason, info = negative_reason("How often are laptop batteries replaced?", context, floor, lambda: LAPTOPS)
+    assert reason == "below_min_term_coverage" and "battery" not in info["wording_not_in_corpus"]
