@@ -396,6 +396,9 @@ class CorpusLexicon:
         """True when some passage spells ``acronym`` out as a name or a heading."""
         return acronym in self.acronyms
 
+    def uses(self, term: str) -> bool:
+        return term in self.postings
+
     def has_pair(self, a: str, b: str) -> bool:
         """True when ``a`` and ``b`` stand next to each other (or one word apart) somewhere in
         the corpus, either way round; True when the lexicon was built without pairs."""
@@ -467,6 +470,9 @@ class CorpusTerms(Protocol):
     def has_pair(self, a: str, b: str) -> bool: ...
 
     def spells_out(self, acronym: str) -> bool: ...
+
+    def uses(self, term: str) -> bool:
+        """True when some chunk holds ``term`` (its document frequency is not 0)."""
 
     def prepare(self, names: Iterable[Sequence[str]] = (), terms: Iterable[str] = (),
                 pairs: Iterable[tuple[str, str]] = ()) -> None:
@@ -603,6 +609,10 @@ class StoreTerms:
         read through it an acronym counts only as a word."""
         return False
 
+    def uses(self, term: str) -> bool:
+        self.idf(term)  # counts the term's chunks once (prepare asks for the question's terms together)
+        return self._df_of[term] > 0
+
 
 def corpus_terms(store: GraphStore, group: str, *, with_pairs: bool = False) -> CorpusTerms:
     """The group's corpus for negative detection: through the store's full-text index when
@@ -676,13 +686,12 @@ _WORDING_POS = frozenset({"VERB", "AUX", "ADV"})
 
 
 def absent_wording(question: str, texts: Sequence[str], lexicon: CorpusTerms) -> frozenset[str]:
-    """The question's verbs and adverbs (spaCy's tagger) that the corpus never uses, nor a
-    spelling of them: how the question puts what the documents say in other words ("seems to
+    """The question's verbs and adverbs (spaCy's tagger) that no chunk of the corpus uses: how the question puts what the documents say in other words ("seems to
     have moved back" / "appears to have gone back", "how often ... replaced" / "refreshed
     every three years"). Empty without spaCy."""
     q = content_terms(question)
     seen = frozenset().union(*map(lexicon_terms, texts))
-    unused = {w for w in q - seen if not lexicon.knows(w)}
+    unused = {w for w in q - seen if not lexicon.uses(w)}
     doc = _parsed(question) if unused else None
     if doc is None:
         return frozenset()
@@ -705,7 +714,7 @@ def name_found(name: Sequence[str], lexicon: CorpusTerms, acronyms: Set[str], de
     writes in capitals may be spelled out instead (:func:`spelled_acronyms`: "FAQ" in a corpus
     with a page "Frequently asked questions"), and a leading describer word
     (:func:`name_describers`) may stand apart from the rest."""
-    words = [w for w in name if not (w in acronyms and not lexicon.knows(w) and lexicon.spells_out(w))]
+    words = [w for w in name if not (w in acronyms and lexicon.spells_out(w) and not lexicon.knows(w))]
     if len(words) > 1 and words[0] in describers:
         return lexicon.has_together(words[:1]) and lexicon.has_together(words[1:])
     return not words or lexicon.has_together(words)

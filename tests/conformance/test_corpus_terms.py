@@ -27,6 +27,7 @@ DOCS = [
     ("Steam", "A fist of iron and the power of steam."),
     ("Fawell", "Harris W. Fawell was born in 1929 in West Chicago."),
     ("Brandenburg", "The Margraviate of Brandenburg was a principality. It'll Be Me is a song."),
+    ("Installing on macOS", "Run PowerShell or the installer; the cache lives in ~/Library/Caches."),
 ]
 
 
@@ -50,6 +51,7 @@ QUESTIONS = [
     "Which travel agency books flights for employees?",
     "What was the Margaraviate of Brandenburg?",  # a typo the index holds as a stem ("margravi")
     "Who sang It'll Be Me?",  # a word with an apostrophe
+    "Where does an installation on a Mac keep its cache?",  # the first part of a camel-case word ("macOS")
 ]
 
 
@@ -73,7 +75,7 @@ def test_corpus_look_ups_answer_as_the_lexicon(store: GraphStore, make_group: ob
     else:
         assert isinstance(terms, StoreTerms)
         assert not built  # no lexicon of the group is built in the client
-    for words in [("hollin", "freight"), ("gdansk",), ("aschenbrodl",), ("france",), ("bristol", "hollin"), ("meadw",), ("harri", "fawell"), ("margaraviate",), ("it'll", "me")]:
+    for words in [("hollin", "freight"), ("gdansk",), ("aschenbrodl",), ("france",), ("bristol", "hollin"), ("meadw",), ("harri", "fawell"), ("margaraviate",), ("it'll", "me"), ("mac", "cache")]:
         assert terms.has_together(words) == lex.has_together(words), words
     for a, b in [("harri", "fawell"), ("fist", "power"), ("hollin", "freight"), ("bristol", "hollin")]:
         assert terms.has_pair(a, b) == lex.has_pair(a, b), (a, b)
