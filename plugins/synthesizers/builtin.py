@@ -130,12 +130,12 @@ def content_terms(text: str) -> frozenset[str]:
 
 # A word written in camel case joins words ("macOS", "PowerShell", "iOS"): its parts are words
 # of the text as well, so a question's "Mac" is found in a text that writes "macOS".
-_CAMEL_RE = re.compile(r"\w*[a-z][A-Z]\w*")
+_CAMEL_RE = re.compile(r"[a-z][A-Z]")  # where a camel-case word joins two words
 _CAMEL_PART_RE = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+")
 
 
 def _camel_parts(word: str) -> list[str]:
-    return _CAMEL_PART_RE.findall(word) if _CAMEL_RE.fullmatch(word) else [word]
+    return _CAMEL_PART_RE.findall(word) if _CAMEL_RE.search(word) else [word]
 
 
 @lru_cache(maxsize=1 << 14)
@@ -143,9 +143,9 @@ def lexicon_terms(text: str) -> frozenset[str]:
     """The terms negative detection reads in a corpus text: :func:`content_terms`, and the
     normalised parts of the text's camel-case words ("macOS" -> "mac", "os")."""
     terms = content_terms(text)
-    camel = _CAMEL_RE.findall(text)
-    if not camel:
+    if not _CAMEL_RE.search(text):  # most texts: one scan
         return terms
+    camel = [w for w in _WORD_RE.findall(text) if _CAMEL_RE.search(w)]
     parts = {_norm(p) for w in camel for p in _camel_parts(w)}
     parts.discard("")
     return terms | parts
@@ -318,6 +318,12 @@ _ACRONYM_LETTERS = range(2, 7)
 _ACRONYM_RE = re.compile(r"[A-Z]{2,6}s?")
 
 
+# a heading is a short line; two or more capitalised words, joiners between, are a name
+_HEADING_CHARS = 80
+# (a candidate: a letter that is not ASCII lower case, e.g. "É"; the words are then checked)
+_NAME_RUN_RE = re.compile(r"[^\W\da-z_][\w'’]*(?:\s+(?:(?:of|and|for|the|on|in|to|de|&)\s+)*[^\W\da-z_][\w'’]*)+")
+
+
 def _initials(words: Sequence[str]) -> str:
     return "".join(_fold(w)[0].lower() for w in words if w.lower() not in _ACRONYM_JOINERS)
 
@@ -330,20 +336,19 @@ def spelled_acronyms(text: str) -> set[str]:
     initials of any run of words would spell most short acronyms by chance."""
     out: set[str] = set()
     for line in text.splitlines():
-        tokens = _WORD_RE.findall(line)
-        words = [t for t in tokens if _norm(t) or t.lower() in _ACRONYM_JOINERS]
-        if len(words) == len(tokens) and len(_initials(words)) in _ACRONYM_LETTERS and words[0][:1].isalpha():
-            out.add(_initials(words))
-        run: list[str] = []  # capitalised words, with the joiners between them
-        for t in [*tokens, ""]:
-            if t[:1].isupper() and _norm(t):
-                run.append(t)
+        if len(line) <= _HEADING_CHARS:
+            tokens = _WORD_RE.findall(line)
+            words = [t for t in tokens if _norm(t) or t.lower() in _ACRONYM_JOINERS]
+            if words and len(words) == len(tokens) and len(_initials(words)) in _ACRONYM_LETTERS and words[0][:1].isalpha():
+                out.add(_initials(words))
+    for m in _NAME_RUN_RE.finditer(text):
+        run: list[str] = []  # capitalised words, and the joiners between them
+        for w in [*_WORD_RE.findall(m.group(0)), ""]:
+            if (w[:1].isupper() and _norm(w)) or (run and w.lower() in _ACRONYM_JOINERS):
+                run.append(w)
                 continue
-            if run and t.lower() in _ACRONYM_JOINERS:
-                run.append(t)
-                continue
-            caps = [i for i, w in enumerate(run) if w[:1].isupper()]
-            for a, b in itertools.combinations(caps, 2):  # every stretch of the run from one capitalised word to another
+            caps = [i for i, c in enumerate(run) if c[:1].isupper() and _norm(c)]
+            for a, b in itertools.combinations(caps, 2):  # each stretch from one capitalised word to another
                 letters = _initials(run[a : b + 1])
                 if len(letters) in _ACRONYM_LETTERS:
                     out.add(letters)
