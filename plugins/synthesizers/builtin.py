@@ -321,7 +321,9 @@ _ACRONYM_RE = re.compile(r"[A-Z]{2,6}s?")
 # a heading is a short line; two or more capitalised words, joiners between, are a name
 _HEADING_CHARS = 80
 # (a candidate: a letter that is not ASCII lower case, e.g. "É"; the words are then checked)
-_NAME_RUN_RE = re.compile(r"[^\W\da-z_][\w'’]*(?:\s+(?:(?:of|and|for|the|on|in|to|de|&)\s+)*[^\W\da-z_][\w'’]*)+")
+_CAPITAL = r"[^\W\da-z_][\w'’]*"
+_NAME_RUN_RE = re.compile(
+    rf"{_CAPITAL}(?:\s+(?:(?:{'|'.join(map(re.escape, sorted(_ACRONYM_JOINERS)))})\s+)*{_CAPITAL})+")
 
 
 def _initials(words: Sequence[str]) -> str:
@@ -691,8 +693,9 @@ _WORDING_POS = frozenset({"VERB", "AUX", "ADV"})
 
 
 def absent_wording(question: str, texts: Sequence[str], lexicon: CorpusTerms) -> frozenset[str]:
-    """The question's verbs and adverbs (spaCy's tagger) that no chunk of the corpus uses: how the question puts what the documents say in other words ("seems to
-    have moved back" / "appears to have gone back", "how often ... replaced" / "refreshed
+    """The question's verbs and adverbs (spaCy's tagger) that no chunk of the corpus uses and
+    ``texts`` do not hold: how the question puts what the documents say in other words ("seems
+    to have moved back" / "appears to have gone back", "how often ... replaced" / "refreshed
     every three years"). Empty without spaCy."""
     q = content_terms(question)
     seen = frozenset().union(*map(lexicon_terms, texts))
@@ -714,31 +717,41 @@ def name_describers(question: str) -> frozenset[str]:
     return frozenset(w for e in doc.ents if e.label_ == "NORP" for t in e if (w := _norm(t.text)))
 
 
-def name_found(name: Sequence[str], lexicon: CorpusTerms, acronyms: Set[str], describers: Set[str]) -> bool:
-    """Whether the corpus holds ``name`` (its words in one chunk), where a word the question
-    writes in capitals may be spelled out instead (:func:`spelled_acronyms`: "FAQ" in a corpus
-    with a page "Frequently asked questions"), and a leading describer word
+def name_found(name: Sequence[str], lexicon: CorpusTerms, spelled: Set[str], describers: Set[str]) -> bool:
+    """Whether the corpus holds ``name`` (its words in one chunk), where a word in
+    ``spelled`` (:func:`spelled_out`) needs no chunk, and a leading describer word
     (:func:`name_describers`) may stand apart from the rest."""
-    words = [w for w in name if not (w in acronyms and lexicon.spells_out(w) and not lexicon.knows(w))]
+    words = [w for w in name if w not in spelled]
     if len(words) > 1 and words[0] in describers:
         return lexicon.has_together(words[:1]) and lexicon.has_together(words[1:])
     return not words or lexicon.has_together(words)
+
+
+def spelled_out(question: str, lexicon: CorpusTerms) -> frozenset[str]:
+    """The acronyms of the question that the corpus has only spelled out: "FAQ" in a corpus
+    with a page "Frequently asked questions" and no word "FAQ" (:func:`spelled_acronyms`)."""
+    return frozenset(w for w in question_acronyms(question) if lexicon.spells_out(w) and not lexicon.knows(w))
 
 
 def missing_names(question: str, floor: NegativeFloor, lexicon: CorpusTerms,
                   names: Sequence[Sequence[str]], pairs: Sequence[tuple[str, str]]) -> list[str]:
     """The names (or, with ``name_phrases``, the word pairs of names) of the question the
     corpus does not hold. The question is parsed (for :func:`name_describers`) only when a
-    name is missing on its words alone."""
-    acronyms = question_acronyms(question)
-    missing = [n for n in names if not name_found(n, lexicon, acronyms, frozenset())]
-    lost = [(a, b) for a, b in pairs if not lexicon.has_pair(a, b)] if floor.name_phrases and not missing else []
-    if missing or lost:
-        describers = name_describers(question)
-        missing = [n for n in missing if not name_found(n, lexicon, acronyms, describers)]
-        lost = [(a, b) for a, b in lost if a not in describers]
+    name or a pair is missing on its words alone."""
+    spelled = spelled_out(question, lexicon)
+    describers: frozenset[str] | None = None
+    missing = [n for n in names if not name_found(n, lexicon, spelled, frozenset())]
     if missing:
-        return [" ".join(n) for n in missing]
+        describers = name_describers(question)
+        missing = [n for n in missing if not name_found(n, lexicon, spelled, describers)]
+        if missing:
+            return [" ".join(n) for n in missing]
+    if not floor.name_phrases:
+        return []
+    lost = [(a, b) for a, b in pairs if a not in spelled and b not in spelled and not lexicon.has_pair(a, b)]
+    if lost:
+        describers = name_describers(question) if describers is None else describers
+        lost = [(a, b) for a, b in lost if a not in describers]
     return [f"{a} {b}" for a, b in lost]
 
 
