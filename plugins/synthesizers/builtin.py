@@ -364,6 +364,22 @@ def question_acronyms(question: str) -> frozenset[str]:
     return frozenset(_norm(tok) for may_name, tok in _question_tokens(question) if may_name and _ACRONYM_RE.fullmatch(tok))
 
 
+# A word written as code: a command-line flag ("--fast"), a dotted or underscored identifier
+# ("upload.timeout", "keep_hourly"), a URL scheme ("ftp://"); lower case only, so neither an
+# abbreviation ("U.S.") nor a number ("98.7", a quantity the documents may give as a range).
+_CODE_RE = re.compile(
+    r"(?<![\w.-])(?:--?[a-z][a-z0-9-]*|[a-z0-9]*[a-z][a-z0-9]*(?:[._][a-z0-9]+)+|[a-z0-9]+(?:[._][a-z0-9]+)*[._][a-z][a-z0-9]*|[a-z][a-z0-9+.-]*://)(?!\w)")
+
+
+_ABBREVIATION_RE = re.compile(r"(?:[a-z][._])+[a-z]")  # "e.g", "i.e", "a.m": letters, one each
+
+
+def code_words(text: str) -> set[str]:
+    """The words ``text`` writes as code (a sentence's full stop after one is not part of it)."""
+    found = (m.group(0).rstrip(".") for m in _CODE_RE.finditer(text))
+    return {c for c in found if not _ABBREVIATION_RE.fullmatch(c)}
+
+
 def close_spellings(word: str, vocabulary: Sequence[str]) -> list[str]:
     """The words of ``vocabulary`` spelled close to ``word`` (a word of 6+ letters, difflib
     ratio >= 0.85: a typo or transliteration, not another word), at most three."""
@@ -382,12 +398,14 @@ class CorpusLexicon:
     vocabulary: tuple[str, ...]  # sorted, for spelling-variant lookups
     pairs: np.ndarray | None = None  # sorted keys of the corpus' word pairs (``word_pairs``)
     acronyms: frozenset[str] = frozenset()  # what the corpus spells out (``spelled_acronyms``)
+    codes: frozenset[str] = frozenset()  # what the corpus writes as code (``code_words``)
 
     @classmethod
     def build(cls, texts: Iterable[str], *, with_pairs: bool = False) -> CorpusLexicon:
         lists: dict[str, list[int]] = {}
         pairs: set[int] = set()
         acronyms: set[str] = set()
+        codes: set[str] = set()
         n = 0
         for n, text in enumerate(texts, start=1):
             for term in lexicon_terms(text):
@@ -395,9 +413,10 @@ class CorpusLexicon:
             if with_pairs:
                 pairs |= word_pairs(text)
             acronyms |= spelled_acronyms(text)
+            codes |= code_words(text)
         postings = {t: np.asarray(v, dtype=np.int32) for t, v in lists.items()}
         keys = np.unique(np.fromiter(pairs, dtype=np.int64, count=len(pairs))) if with_pairs else None
-        return cls(n, postings, tuple(sorted(postings)), keys, frozenset(acronyms))
+        return cls(n, postings, tuple(sorted(postings)), keys, frozenset(acronyms), frozenset(codes))
 
     def spells_out(self, acronym: str) -> bool:
         """True when some passage spells ``acronym`` out as a name or a heading."""
@@ -405,6 +424,10 @@ class CorpusLexicon:
 
     def uses(self, term: str) -> bool:
         return term in self.postings
+
+    def writes(self, code: str) -> bool:
+        """True when some passage writes ``code`` as it is (:func:`code_words`)."""
+        return code in self.codes
 
     def has_pair(self, a: str, b: str) -> bool:
         """True when ``a`` and ``b`` stand next to each other (or one word apart) somewhere in
@@ -480,6 +503,8 @@ class CorpusTerms(Protocol):
 
     def uses(self, term: str) -> bool:
         """True when some chunk holds ``term`` (its document frequency is not 0)."""
+
+    def writes(self, code: str) -> bool: ...
 
     def prepare(self, names: Iterable[Sequence[str]] = (), terms: Iterable[str] = (),
                 pairs: Iterable[tuple[str, str]] = ()) -> None:
@@ -620,6 +645,13 @@ class StoreTerms:
         self.idf(term)  # counts the term's chunks once (prepare asks for the question's terms together)
         return self._df_of[term] > 0
 
+    def writes(self, code: str) -> bool:
+        """Among the chunks the index finds for the code's words, one writes it as it is."""
+        words = _WORD_RE.findall(code)
+        if not words:
+            return True
+        return any(code in code_words(t) for t in self._texts([[w] for w in words], near=words))
+
 
 def corpus_terms(store: GraphStore, group: str, *, with_pairs: bool = False) -> CorpusTerms:
     """The group's corpus for negative detection: through the store's full-text index when
@@ -735,9 +767,12 @@ def spelled_out(question: str, lexicon: CorpusTerms) -> frozenset[str]:
 
 def missing_names(question: str, floor: NegativeFloor, lexicon: CorpusTerms,
                   names: Sequence[Sequence[str]], pairs: Sequence[tuple[str, str]]) -> list[str]:
-    """The names (or, with ``name_phrases``, the word pairs of names) of the question the
-    corpus does not hold. The question is parsed (for :func:`name_describers`) only when a
+    """The names (or, with ``name_phrases``, the word pairs of names) and the words written as
+    code (:func:`code_words`) of the question that the corpus does not hold. The question is parsed (for :func:`name_describers`) only when a
     name or a pair is missing on its words alone."""
+    absent_codes = [c for c in sorted(code_words(question)) if not lexicon.writes(c)]
+    if absent_codes:
+        return absent_codes
     spelled = spelled_out(question, lexicon)
     describers: frozenset[str] | None = None
     missing = [n for n in names if not name_found(n, lexicon, spelled, frozenset())]
