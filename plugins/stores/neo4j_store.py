@@ -181,10 +181,15 @@ def _lucene_escaped(word: str) -> str:
     return _LUCENE_SPECIAL.sub(r"\\\1", word)
 
 
+# a dotted word ("upload.timeout", "file.txt"): letters and digits and inner full stops only,
+# none of them query syntax
+_DOTTED = re.compile(r"\w+(?:\.\w+)+")
+
+
 def _lucene_any(words: Sequence[str], fuzzy: bool) -> str:
     """A Lucene clause matching any of ``words`` (each its word characters and inner
     apostrophes only, so no query syntax reaches the parser; a word of several parts as a
-    phrase). ``fuzzy``: a one-part word also matches terms within one edit (two from six
+    phrase, and a dotted one also as the one term the analyzer makes of it). ``fuzzy``: a one-part word also matches terms within one edit (two from six
     characters), and a long word's first letters within two (the index holds stems, which
     Lucene does not derive for a fuzzy term: "margraviate" is held as "margravi"); the index
     also keeps accents, so a caller's folded or otherwise spelled word still finds the
@@ -194,6 +199,8 @@ def _lucene_any(words: Sequence[str], fuzzy: bool) -> str:
         parts = _LUCENE_WORD.findall(w)
         if len(parts) > 1:
             out.append('"' + " ".join(parts) + '"')
+            if _DOTTED.fullmatch(w):  # and as one term, which is how the analyzer holds "upload.timeout"
+                out.append(w)
         elif parts:
             t = parts[0]
             out.append(t)

@@ -646,11 +646,10 @@ class StoreTerms:
         return self._df_of[term] > 0
 
     def writes(self, code: str) -> bool:
-        """Among the chunks the index finds for the code's words, one writes it as it is."""
-        words = _WORD_RE.findall(code)
-        if not words:
-            return True
-        return any(code in code_words(t) for t in self._texts([[w] for w in words], near=words))
+        """Among the chunks the index finds for the code (its flag dashes and scheme's "://"
+        left out), one writes it as it is."""
+        key = code.lstrip("-").removesuffix("://")
+        return any(code in code_words(t) for t in self._texts([[key]]))
 
 
 def corpus_terms(store: GraphStore, group: str, *, with_pairs: bool = False) -> CorpusTerms:

@@ -28,6 +28,7 @@ DOCS = [
     ("Fawell", "Harris W. Fawell was born in 1929 in West Chicago."),
     ("Brandenburg", "The Margraviate of Brandenburg was a principality. It'll Be Me is a song."),
     ("Installing on macOS", "Run PowerShell or the installer; the cache lives in ~/Library/Caches."),
+    ("Uploads", "upload.retries (default 5). Fast uploads need the --parallel flag."),
 ]
 
 
@@ -52,6 +53,9 @@ QUESTIONS = [
     "What was the Margaraviate of Brandenburg?",  # a typo the index holds as a stem ("margravi")
     "Who sang It'll Be Me?",  # a word with an apostrophe
     "Where does an installation on a Mac keep its cache?",  # the first part of a camel-case word ("macOS")
+    "What is the default of upload.retries?",  # written as code, as the corpus writes it
+    "What is the default of upload.timeout?",  # written as code, never in the corpus
+    "What does the --fast flag do?",  # its word is in the corpus, the flag is not
 ]
 
 
@@ -81,6 +85,8 @@ def test_corpus_look_ups_answer_as_the_lexicon(store: GraphStore, make_group: ob
         assert terms.has_pair(a, b) == lex.has_pair(a, b), (a, b)
     for word in ["office", "gdansk", "pension", "aschenbrodl"]:
         assert terms.knows(word) == lex.knows(word), word
+    for code in ["upload.retries", "upload.timeout", "--parallel", "--fast"]:
+        assert terms.writes(code) == lex.writes(code), code
     # the same document frequency, also for a word the corpus has only in another form
     # ("approve": the index's stem matches "approved")
     for word in ["france", "freight", "office", "travel", "gdansk", "approve"]:

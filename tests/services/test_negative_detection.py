@@ -9,6 +9,7 @@ from graphroute.core.api.models import Evidence
 from graphroute.plugins.synthesizers.builtin import (
     CorpusLexicon,
     NegativeFloor,
+    code_words,
     content_terms,
     lexicon_terms,
     negative_reason,
@@ -225,3 +226,21 @@ def test_coverage_leaves_out_verbs_and_adverbs_the_corpus_never_uses() -> None:
     # a noun or adjective the corpus never uses still weighs the most
     reason, info = negative_reason("How often are laptop batteries replaced?", context, floor, lambda: LAPTOPS)
     assert reason == "below_min_term_coverage" and "battery" not in info["wording_not_in_corpus"]
+
+
+def test_words_written_as_code_are_flags_identifiers_and_schemes_not_numbers() -> None:
+    assert code_words("Does --fast work with upload.timeout, keep_hourly and ftp://?") == {
+        "--fast", "upload.timeout", "keep_hourly", "ftp://"}
+    # a full stop after one is the sentence's; abbreviations, numbers and versions are not code
+    assert code_words("Run vdrift init.") == set()
+    assert code_words("In the U.S., e.g. at 9 a.m., availability was 98.7% in 2.1.") == set()
+
+
+def test_code_the_corpus_never_writes_is_not_found() -> None:
+    corpus = CorpusLexicon.build(["[upload] section\ntimeout (default 30). The --dry-run flag of verify checks packs."])
+    floor = NegativeFloor(names_in_corpus=True)
+    reason, info = negative_reason("What is the default value of upload.timeout?", [ev("x")], floor, lambda: corpus)
+    assert reason == "name_not_in_corpus" and info["names_not_in_corpus"] == ["upload.timeout"]
+    reason, info = negative_reason("What does the --fast flag of verify do?", [ev("x")], floor, lambda: corpus)
+    assert reason == "name_not_in_corpus" and info["names_not_in_corpus"] == ["--fast"]
+    assert negative_reason("What does the --dry-run flag of verify do?", [ev("x")], floor, lambda: corpus)[0] is None
