@@ -179,7 +179,10 @@ class NegativeFloor(StageParams):
         False,
         description="Not found when a name in the question (its capitalised words after the first "
         "word, e.g. 'Hollins Freight', 'FIFA World Cup') occurs in no passage of the indexed "
-        "corpus: all its words in one chunk, spelling variants of longer words allowed.",
+        "corpus: all its words in one chunk, spelling variants of longer words allowed, and so "
+        "the parts of camel-case words ('Mac' in 'macOS'), an acronym spelled out by a name or a "
+        "heading ('FAQ'), a nationality word before a name apart from it. Also when a word the "
+        "question writes as code ('--fast', 'upload.timeout') is written in no passage.",
     )
     min_term_coverage: float = Field(
         0.0, ge=0.0, le=1.0,
