@@ -182,7 +182,8 @@ class NegativeFloor(StageParams):
         "corpus: all its words in one chunk, spelling variants of longer words allowed, and so "
         "the parts of camel-case words ('Mac' in 'macOS'), an acronym spelled out by a name or a "
         "heading ('FAQ'), a nationality word before a name apart from it. Also when a word the "
-        "question writes as code ('--fast', 'upload.timeout') is written in no passage.",
+        "question writes as code ('--fast', 'upload.timeout') is written in no passage (a dotted "
+        "name also as a key under its INI or TOML section: '[upload]', then 'timeout = 30').",
     )
     min_term_coverage: float = Field(
         0.0, ge=0.0, le=1.0,
@@ -383,6 +384,30 @@ def code_words(text: str) -> set[str]:
     return {c for c in found if not _ABBREVIATION_RE.fullmatch(c)}
 
 
+# A configuration file shown in INI or TOML form: a "[section]" line, then "key = value" lines
+_SECTION_RE = re.compile(r"\s*\[([a-z0-9_.-]+)\]\s*")
+_KEY_RE = re.compile(r"\s*([a-z0-9_-]+)\s*[=:]")
+_CONFIG_COMMENT = ("#", ";")
+
+
+def written_codes(text: str) -> set[str]:
+    """The words a corpus text writes as code (:func:`code_words`), and ``section.key`` for
+    each key of a configuration it shows in INI or TOML form (a ``[section]`` line, then
+    ``key = value`` lines): the dotted name a question may use for such a key."""
+    out = code_words(text)
+    if "[" not in text:
+        return out
+    section = None
+    for line in text.splitlines():
+        if m := _SECTION_RE.fullmatch(line):
+            section = m.group(1)
+        elif section and (m := _KEY_RE.match(line)):
+            out.add(f"{section}.{m.group(1)}")
+        elif line.strip() and not line.lstrip().startswith(_CONFIG_COMMENT):
+            section = None  # the section's lines end at the first line that is not one of them
+    return out
+
+
 def close_spellings(word: str, vocabulary: Sequence[str]) -> list[str]:
     """The words of ``vocabulary`` spelled close to ``word`` (a word of 6+ letters, difflib
     ratio >= 0.85: a typo or transliteration, not another word), at most three."""
@@ -401,7 +426,7 @@ class CorpusLexicon:
     vocabulary: tuple[str, ...]  # sorted, for spelling-variant lookups
     pairs: np.ndarray | None = None  # sorted keys of the corpus' word pairs (``word_pairs``)
     acronyms: frozenset[str] = frozenset()  # what the corpus spells out (``spelled_acronyms``)
-    codes: frozenset[str] = frozenset()  # what the corpus writes as code (``code_words``)
+    codes: frozenset[str] = frozenset()  # what the corpus writes as code (``written_codes``)
 
     @classmethod
     def build(cls, texts: Iterable[str], *, with_pairs: bool = False) -> CorpusLexicon:
@@ -416,7 +441,7 @@ class CorpusLexicon:
             if with_pairs:
                 pairs |= word_pairs(text)
             acronyms |= spelled_acronyms(text)
-            codes |= code_words(text)
+            codes |= written_codes(text)
         postings = {t: np.asarray(v, dtype=np.int32) for t, v in lists.items()}
         keys = np.unique(np.fromiter(pairs, dtype=np.int64, count=len(pairs))) if with_pairs else None
         return cls(n, postings, tuple(sorted(postings)), keys, frozenset(acronyms), frozenset(codes))
@@ -429,7 +454,7 @@ class CorpusLexicon:
         return term in self.postings
 
     def writes(self, code: str) -> bool:
-        """True when some passage writes ``code`` as it is (:func:`code_words`)."""
+        """True when some passage writes ``code`` (:func:`written_codes`)."""
         return code in self.codes
 
     def has_pair(self, a: str, b: str) -> bool:
@@ -650,9 +675,13 @@ class StoreTerms:
 
     def writes(self, code: str) -> bool:
         """Among the chunks the index finds for the code (its flag dashes and scheme's "://"
-        left out), one writes it as it is."""
+        left out; a dotted name's parts, for a configuration in INI or TOML form), one writes
+        it (:func:`written_codes`)."""
         key = code.lstrip("-").removesuffix("://")
-        return any(code in code_words(t) for t in self._texts([[key]]))
+        if any(code in written_codes(t) for t in self._texts([[key]])):
+            return True
+        section, _, last = code.rpartition(".")
+        return bool(section) and any(code in written_codes(t) for t in self._texts([[section], [last]]))
 
 
 def corpus_terms(store: GraphStore, group: str, *, with_pairs: bool = False) -> CorpusTerms:

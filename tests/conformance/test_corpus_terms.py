@@ -29,6 +29,7 @@ DOCS = [
     ("Brandenburg", "The Margraviate of Brandenburg was a principality. It'll Be Me is a song."),
     ("Installing on macOS", "Run PowerShell or the installer; the cache lives in ~/Library/Caches."),
     ("Uploads", "upload.retries (default 5). Fast uploads need the --parallel flag."),
+    ("Configuration", "A vault's settings file:\n\n[retention]\n# in days\ndaily_span = 7\nweekly_span = 4\n\nEdit it and restart."),
 ]
 
 
@@ -56,6 +57,8 @@ QUESTIONS = [
     "What is the default of upload.retries?",  # written as code, as the corpus writes it
     "What is the default of upload.timeout?",  # written as code, never in the corpus
     "What does the --fast flag do?",  # its word is in the corpus, the flag is not
+    "What is the default of retention.weekly_span?",  # a key of the [retention] section
+    "What is the default of retention.hourly_span?",  # no such key
 ]
 
 
@@ -85,7 +88,8 @@ def test_corpus_look_ups_answer_as_the_lexicon(store: GraphStore, make_group: ob
         assert terms.has_pair(a, b) == lex.has_pair(a, b), (a, b)
     for word in ["office", "gdansk", "pension", "aschenbrodl"]:
         assert terms.knows(word) == lex.knows(word), word
-    for code in ["upload.retries", "upload.timeout", "--parallel", "--fast"]:
+    assert lex.writes("retention.weekly_span") and not lex.writes("retention.hourly_span")
+    for code in ["upload.retries", "upload.timeout", "--parallel", "--fast", "retention.weekly_span", "retention.hourly_span"]:
         assert terms.writes(code) == lex.writes(code), code
     # the same document frequency, also for a word the corpus has only in another form
     # ("approve": the index's stem matches "approved")

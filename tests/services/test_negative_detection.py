@@ -244,3 +244,8 @@ def test_code_the_corpus_never_writes_is_not_found() -> None:
     reason, info = negative_reason("What does the --fast flag of verify do?", [ev("x")], floor, lambda: corpus)
     assert reason == "name_not_in_corpus" and info["names_not_in_corpus"] == ["--fast"]
     assert negative_reason("What does the --dry-run flag of verify do?", [ev("x")], floor, lambda: corpus)[0] is None
+    # a key of a configuration shown in INI or TOML form is written as "section.key"
+    config = CorpusLexicon.build(["Example:\n[upload]\n; seconds\ntimeout = 30\n\nThen restart. Note: keys are read once."])
+    assert negative_reason("What is the default value of upload.timeout?", [ev("x")], floor, lambda: config)[0] is None
+    reason, info = negative_reason("What is the default value of upload.note?", [ev("x")], floor, lambda: config)
+    assert reason == "name_not_in_corpus" and info["names_not_in_corpus"] == ["upload.note"]
