@@ -49,10 +49,6 @@ class VectorMatrix:
         normalise_in_place(matrix)
         return cls(ids, {i: n for n, i in enumerate(ids)}, matrix)
 
-    @property
-    def dim(self) -> int:
-        return int(self.matrix.shape[1]) if self.matrix.ndim == 2 else 0
-
     def scores(self, q: np.ndarray) -> np.ndarray:
         """Cosine of every row with the unit vector ``q`` (the last result reused when ``q``
         is the same, bit for bit)."""

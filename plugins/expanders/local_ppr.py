@@ -395,7 +395,7 @@ class _Walk:
     ) -> None:
         """Learn the degrees of ``nodes`` (local indices) without reading their edges: from
         ``cache`` (this store version's degrees, kept between questions), from the store's
-        type degrees (:func:`decided_ends`) where it keeps them, or counted in the store.
+        type degrees (:func:`decided_degrees`) where it keeps them, or counted in the store.
         ``enough``: per node, a degree above which it is not pushed this round; a node whose
         type degrees already show that is not counted, and the store may stop counting its
         edges past it (``COUNT_LIMITS``). Such a node's degree stays unknown, with the bound

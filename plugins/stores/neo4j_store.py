@@ -189,8 +189,9 @@ _DOTTED = re.compile(r"\w+(?:\.\w+)+")
 def _lucene_any(words: Sequence[str], fuzzy: bool) -> str:
     """A Lucene clause matching any of ``words`` (each its word characters and inner
     apostrophes only, so no query syntax reaches the parser; a word of several parts as a
-    phrase, and a dotted one also as the one term the analyzer makes of it). ``fuzzy``: a one-part word also matches terms within one edit (two from six
-    characters), and a long word's first letters within two (the index holds stems, which
+    phrase, and a dotted one also as the one term the analyzer makes of it). ``fuzzy``: a
+    one-part word also matches terms within one edit (two from six characters), and a long
+    word's first letters within two (the index holds stems, which
     Lucene does not derive for a fuzzy term: "margraviate" is held as "margravi"); the index
     also keeps accents, so a caller's folded or otherwise spelled word still finds the
     texts it then checks itself."""
@@ -1486,13 +1487,14 @@ class Neo4jStore(GraphStore):
                 f"query vector has {q.shape[0]} dimensions; space {name!r} of group {group!r} holds {dim}"
             )
         norm = float(np.linalg.norm(q))
-        qv = _Vector((q / norm if norm > 0 else q).tolist())
+        unit = q / norm if norm > 0 else q
+        qv = _Vector(unit.tolist())
         prop = _vec_prop(name, dim)
         # read once per store version: the count reads every node of the group
         held = per_version(self, group, ("vector_space", prop), lambda: self._space_of(group, prop, dim))
         if held.matrix is not None:
             self.last_search_path = "exact"
-            return held.matrix.search(np.asarray(qv, dtype=np.float32), k, restrict_to)
+            return held.matrix.search(unit, k, restrict_to)
         if restrict_to is not None:
             ids = list(dict.fromkeys(restrict_to))
             self.last_search_path = "exact"
@@ -1503,7 +1505,7 @@ class Neo4jStore(GraphStore):
         # The stages of one question search a space with the same vector (Route 5's passage
         # seeds, 1,000 hits, then its vector anchors, 10): the first k of a longer search
         # answer a shorter one, from the larger candidate list.
-        key = np.asarray(qv, dtype=np.float32).tobytes()
+        key = unit.tobytes()
         last = held.last
         if last is not None and last[0] == key and len(last[1]) >= k:
             self.last_search_path = "index"

@@ -799,8 +799,9 @@ def spelled_out(question: str, lexicon: CorpusTerms) -> frozenset[str]:
 def missing_names(question: str, floor: NegativeFloor, lexicon: CorpusTerms,
                   names: Sequence[Sequence[str]], pairs: Sequence[tuple[str, str]]) -> list[str]:
     """The names (or, with ``name_phrases``, the word pairs of names) and the words written as
-    code (:func:`code_words`) of the question that the corpus does not hold. The question is parsed (for :func:`name_describers`) only when a
-    name or a pair is missing on its words alone."""
+    code (:func:`code_words`) of the question that the corpus does not hold. The question is
+    parsed (for :func:`name_describers`) only when a name or a pair is missing on its words
+    alone."""
     absent_codes = [c for c in sorted(code_words(question)) if not lexicon.writes(c)]
     if absent_codes:
         return absent_codes
