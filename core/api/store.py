@@ -21,6 +21,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, Literal, NamedTuple, TypeVar
 
 import numpy as np
@@ -99,13 +100,44 @@ _derived_lock = threading.Lock()
 _DERIVED_MAX = 256
 
 
+# The versions one question has read, per (store token, group): set by the query runner.
+_question_versions: ContextVar[dict[tuple[int, str], int] | None] = ContextVar("graphroute_question_versions", default=None)
+
+
+@contextmanager
+def one_version_per_question() -> Iterator[None]:
+    """Within the block, :func:`read_version` reads each group's version from its store once
+    and answers later calls from that reading. The query runner wraps a question in it: a
+    question's stages key their derived structures on one version (a write during the
+    question is seen by the next one), and a remote store (Neo4j) gets one version read per
+    question instead of one per stage."""
+    token = _question_versions.set({})
+    try:
+        yield
+    finally:
+        _question_versions.reset(token)
+
+
+def read_version(store: GraphStore, group: str) -> int:
+    """``store.version(group)``, read once per question inside :func:`one_version_per_question`."""
+    held = _question_versions.get()
+    if held is None:
+        return store.version(group)
+    slot = (cache_token(store), group)
+    version = held.get(slot)
+    if version is None:
+        version = held[slot] = store.version(group)
+    return version
+
+
 def per_version(store: GraphStore, group: str, key: Hashable, build: Callable[[], T]) -> T:
     """A read-only structure derived from a group (a lexicon, a title index, a community
     profile), built by ``build`` once per store version and shared until the next write bumps
     the version. Query stages use it for what would otherwise read every node per question.
     The version is read before building, so a write during the build is never cached as
-    current. At most ``_DERIVED_MAX`` entries; the cache is cleared whole when full."""
-    version = store.version(group)
+    current (within a question, the version the question read first: :func:`read_version`).
+    At most ``_DERIVED_MAX`` entries; the cache is cleared whole when full."""
+    version = read_version(store, group)
     slot = (cache_token(store), group, key)
     with _derived_lock:
         hit = _derived.get(slot)

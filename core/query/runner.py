@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from graphroute.core.api.constants import MODEL_LOAD, NOT_FOUND
 from graphroute.core.api.models import Evidence, QueryResult, ScoredNode, StageTrace
 from graphroute.core.api.stage import QueryState, Slot, StageContext
+from graphroute.core.api.store import one_version_per_question
 from graphroute.core.config.resolve import ResolvedParallel, ResolvedRoute, ResolvedStage
 from graphroute.core.config.settings import DEFAULT_MAX_QUESTION_CHARS, MAX_QUESTION_ENV
 from graphroute.core.errors import QuestionError
@@ -172,7 +173,7 @@ async def arun_route(
     (QueryTimeoutError) at the first deadline check after that many seconds (see
     :mod:`graphroute.core.lib.deadline`)."""
     check_question(question, question_limit(services))
-    with deadline_in(timeout_s):
+    with deadline_in(timeout_s), one_version_per_question():
         return await _arun_route(route, question, services, state)
 
 

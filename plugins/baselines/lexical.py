@@ -17,7 +17,7 @@ from typing import Any, Literal
 import numpy as np
 from graphroute.core.api.models import Evidence, Label, Node
 from graphroute.core.api.stage import QueryState, Slot, Stage, StageContext, StageKind, StageParams
-from graphroute.core.api.store import GraphStore, cache_token, document_titles
+from graphroute.core.api.store import GraphStore, cache_token, document_titles, read_version
 from graphroute.core.hookspecs import hookimpl
 from graphroute.core.lib.layout import boxes_in, layout_of
 from graphroute.plugins.expanders.vector import ROLE_ANCHOR, sentence_evidence
@@ -93,7 +93,7 @@ def lexical_index(
 ) -> _LexicalIndex:
     """The group's BM25 index over its chunks (or its sentences), built on first use and
     cached per store version."""
-    key = (cache_token(store), group, store.version(group), include_title, k1, b, label)
+    key = (cache_token(store), group, read_version(store, group), include_title, k1, b, label)
     with _lock:
         hit = _cache.get(key)
         if hit is not None:

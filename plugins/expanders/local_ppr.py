@@ -83,7 +83,7 @@ import numpy as np
 from graphroute.core.api.models import EdgeType, Label
 from graphroute.core.api.neighbourhood import NeighbourCounts, TypeDegrees
 from graphroute.core.api.stage import QueryState, StageContext
-from graphroute.core.api.store import GraphStore, cache_token
+from graphroute.core.api.store import GraphStore, cache_token, read_version
 from graphroute.core.errors import ConfigError
 from graphroute.core.lib.entities import ENTITY_ID_PREFIX
 from graphroute.core.lib.topk import largest
@@ -288,7 +288,7 @@ class DegreeCache:
 
     def of(self, store: GraphStore, group: str, paths: Paths) -> dict[str, tuple[float, str]]:
         """The degrees of ``group`` at its current version under ``paths``."""
-        key = (cache_token(store), group, store.version(group), paths)
+        key = (cache_token(store), group, read_version(store, group), paths)
         with self._lock:
             if sum(len(t) for t in self._tables.values()) >= self.limit:
                 self._tables.clear()

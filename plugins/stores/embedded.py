@@ -55,6 +55,7 @@ from graphroute.core.api.store import (
     load_props,
     nodes_equal_to,
     patched_meta,
+    read_version,
 )
 from graphroute.core.errors import StoreError, StoreLocationError
 from graphroute.core.hookspecs import hookimpl
@@ -711,8 +712,9 @@ class EmbeddedStore(GraphStore):
 
     # ------------------------------------------------------------------ vectors
     def _space(self, group: str, space: str) -> VectorMatrix:
-        """The cached matrix of (group, space), reloaded when the group version moved."""
-        current = self.version(group)
+        """The cached matrix of (group, space), reloaded when the group version moved (the
+        version a question read first, within one: :func:`read_version`)."""
+        current = read_version(self, group)
         key = (group, str(space))
         with self._spaces_lock:
             cached = self._spaces.get(key)

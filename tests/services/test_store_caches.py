@@ -8,7 +8,13 @@ import gc
 from pathlib import Path
 
 from graphroute.core.api.models import Edge, EdgeType, Label, Node
-from graphroute.core.api.store import GraphStore, cache_token, per_version
+from graphroute.core.api.store import (
+    GraphStore,
+    cache_token,
+    one_version_per_question,
+    per_version,
+    read_version,
+)
 from graphroute.core.engine import open_store
 from graphroute.core.lib.graph import adjacency
 
@@ -40,3 +46,21 @@ def test_a_store_opened_after_another_sees_only_its_own_graph(tmp_path: Path) ->
         del store, view
         gc.collect()  # free the object so the next store may get its id
     assert len(set(seen)) == 3
+
+
+def test_a_question_keys_derived_structures_on_the_version_it_read_first(tmp_path: Path) -> None:
+    store = _write_pair(tmp_path / "s", "ent:a", "ent:b")
+
+    def names() -> tuple[str, ...]:
+        return per_version(store, "g", "names", lambda: tuple(n.id for n in store.iter_nodes("g", Label.ENTITY)))
+
+    with one_version_per_question():
+        before = read_version(store, "g")
+        assert names() == ("ent:a", "ent:b")
+        store.write("g", nodes=[Node(id="ent:c", label=Label.ENTITY, group="g")])
+        assert store.version("g") != before
+        assert read_version(store, "g") == before  # the question goes on with one version
+        assert names() == ("ent:a", "ent:b")
+    assert read_version(store, "g") == store.version("g") != before
+    assert names() == ("ent:a", "ent:b", "ent:c")  # the next question sees the write
+    store.close()

@@ -153,3 +153,21 @@ def test_route_toggles_change_the_trace(indexed: GraphRoute) -> None:
     kw = next(t for t in off.trace if t.stage == "keyword_overlap")
     assert kw.enabled is False
     assert all("keyword_overlap" not in e.metadata for e in off.evidence)
+
+
+def test_a_question_reads_the_store_version_once(indexed: GraphRoute, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every stage keys its cached structures on one version read per question (one
+    statement on Neo4j, not one per stage), and the next question reads it again."""
+    store = indexed.store
+    real = store.version
+    reads: list[str] = []
+
+    def version(group: str) -> int:
+        reads.append(group)
+        return real(group)
+
+    monkeypatch.setattr(store, "version", version)
+    for n in (1, 2):
+        result = indexed.query("How much is the monthly rent for the apartment?", route="route5_unified")
+        assert "1,450" in result.answer
+        assert reads == [indexed.group] * n
