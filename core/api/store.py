@@ -151,6 +151,11 @@ def per_version(store: GraphStore, group: str, key: Hashable, build: Callable[[]
     return value
 
 
+def counted_nodes(store: GraphStore, group: str, label: str) -> int:
+    """:meth:`GraphStore.count_nodes`, counted once per store version."""
+    return per_version(store, group, ("count_nodes", str(label)), lambda: store.count_nodes(group, label))
+
+
 def clear_derived() -> None:
     """Forget every structure :func:`per_version` holds (benchmarks time cold builds)."""
     with _derived_lock:

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from graphroute.core.api.models import EdgeType, Evidence, Label, Node, ScoredNode
 from graphroute.core.api.stage import QueryState, Slot, Stage, StageContext, StageKind, StageParams
-from graphroute.core.api.store import GraphStore, per_version
+from graphroute.core.api.store import GraphStore, counted_nodes, per_version
 from graphroute.core.hookspecs import hookimpl
 from graphroute.core.lib.deadline import check_deadline
 from graphroute.core.lib.entities import (
@@ -737,6 +737,13 @@ class PPR(Stage):
             "(Andersen-Chung-Lang) that reads only the neighbourhoods the walk reaches from the store, a "
             "frontier at a time, and holds nothing corpus-sized; approximate within push_eps.",
         )
+        push_above: int | None = Field(
+            None, ge=0, le=1_000_000_000,
+            description="With an exact solver (power, cg, direct): a group holding more entities than this "
+            "runs the push instead (with push_eps and push_tolerance), so the client never exports a typed "
+            "graph larger than about this many entities' (the trace's solver and push_above_entities say "
+            "which ran); null: the exact solver whatever the size.",
+        )
         push_eps: float = Field(
             DEFAULT_PUSH_EPS, gt=0.0, le=1e-2,
             description="solver push: residual per unit of degree left unpushed (where it starts, with "
@@ -774,7 +781,13 @@ class PPR(Stage):
             state.entities = []
             ctx.stats.update({"converged": True, "entities_ranked": 0, "reason": "no resolved seeds"})
             return
-        if p.solver == "push":
+        solver = p.solver
+        if solver != "push" and p.push_above is not None:
+            entities = counted_nodes(store, state.group, Label.ENTITY)
+            if entities > p.push_above:
+                solver = "push"
+                ctx.stats["push_above_entities"] = entities
+        if solver == "push":
             from .local_ppr import run_push
 
             run_push(self, state, ctx, seed_ids, seed_weights, damping)

@@ -23,7 +23,7 @@ from typing import Any, Literal, TypeVar
 import numpy as np
 from graphroute.core.api.models import Label, Node, Seed
 from graphroute.core.api.stage import QueryState, Slot, Stage, StageContext, StageKind, StageParams
-from graphroute.core.api.store import GraphStore, per_version
+from graphroute.core.api.store import GraphStore, counted_nodes, per_version
 from graphroute.core.errors import LLMOutputError
 from graphroute.core.hookspecs import hookimpl
 from graphroute.core.lib.communities import community_texts, nearest_communities
@@ -567,7 +567,7 @@ class Names:
     def entity_count(self) -> int:
         if self.client is not None:
             return len(self.client.norms)
-        return per_version(self.store, self.group, "entity_count", lambda: self.store.count_nodes(self.group, Label.ENTITY))
+        return counted_nodes(self.store, self.group, Label.ENTITY)
 
 
 def _same_numbers(a: str, b: str) -> bool:

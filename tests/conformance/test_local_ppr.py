@@ -138,6 +138,19 @@ def test_push_stays_within_its_bound_and_ranks_as_the_exact_solver(store: GraphS
         assert [c for c, _ in mass.top(10)] == [c for c, _ in exact_mass.top(10)]
 
 
+def test_an_exact_solver_hands_a_group_larger_than_push_above_to_the_push(store: GraphStore, group: str) -> None:
+    ents = typed_corpus(store, group, 4)
+    clear_derived()
+    seeds = seeds_for(ents, 0)
+    exact, stats = run(store, group, seeds, solver="direct", push_above=len(ents), budget=1.0)
+    assert stats["solver"] == "direct" and "push_above_entities" not in stats  # at the bound: exact
+    pushed, stats = run(store, group, seeds, solver="direct", push_above=len(ents) - 1, push_eps=1e-9,
+                        push_tolerance=None, budget=1.0)
+    assert stats["solver"] == "push" and stats["push_above_entities"] == len(ents)
+    assert str(stats["engine"]).startswith("forward push")
+    assert [e.id for e in pushed.entities] == [e.id for e in exact.entities]
+
+
 def test_push_reads_only_what_its_seeds_reach(store: GraphStore, group: str) -> None:
     """Two disconnected corpora in one group: a walk from one never reads the other, and
     reads less of its own the larger its eps; chunks are ranked by mass without the group's

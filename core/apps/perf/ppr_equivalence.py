@@ -52,7 +52,7 @@ def compare_ppr_stage(
             out: dict[str, Any] = {"question": state.question, "exact_solver": exact_solver}
             ranked: dict[str, tuple[list[str], list[str]]] = {}
             for name, params in (
-                ("exact", p.model_copy(update={"solver": exact_solver, "top_k": k, "budget": 1.0})),
+                ("exact", p.model_copy(update={"solver": exact_solver, "push_above": None, "top_k": k, "budget": 1.0})),
                 ("push", p.model_copy(update={"solver": "push", "push_eps": eps, "top_k": k, "budget": 1.0,
                                               **({} if tolerance == -1.0 else {"push_tolerance": tolerance})})),
             ):
