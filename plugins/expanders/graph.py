@@ -740,9 +740,9 @@ class PPR(Stage):
         push_above: int | None = Field(
             None, ge=0, le=1_000_000_000,
             description="With an exact solver (power, cg, direct): a group holding more entities than this "
-            "runs the push instead (with push_eps and push_tolerance), so the client never exports a typed "
-            "graph larger than about this many entities' (the trace's solver and push_above_entities say "
-            "which ran); null: the exact solver whatever the size.",
+            "runs the push instead (with push_eps and push_tolerance), so the client never exports the "
+            "typed graph of a larger group (the trace's solver and push_above_entities say which ran); "
+            "null: the exact solver whatever the size.",
         )
         push_eps: float = Field(
             DEFAULT_PUSH_EPS, gt=0.0, le=1e-2,
