@@ -33,7 +33,7 @@ from graphroute.core.api.stage import (
     StageKind,
     StageParams,
 )
-from graphroute.core.api.store import GraphStore, per_version
+from graphroute.core.api.store import GraphStore, counted_nodes, per_version
 from graphroute.core.errors import LLMOutputError
 from graphroute.core.hookspecs import hookimpl
 from graphroute.core.lib.communities import THEMATIC_COMMUNITIES
@@ -217,11 +217,6 @@ def _build_title_index(store: GraphStore, group: str) -> dict[str, list[str]]:
 # --------------------------------------------------------------------------- tier 3
 
 
-def document_count(store: GraphStore, group: str) -> int:
-    """The group's Document nodes (one aggregate query per store version)."""
-    return per_version(store, group, "document_count", lambda: store.count_nodes(group, Label.DOCUMENT))
-
-
 class ThematicSeeds(Stage):
     """Tier 3: communities whose summary vectors match the question -> member entities become seeds."""
 
@@ -250,7 +245,7 @@ class ThematicSeeds(Stage):
         # each hit's members and span, read from its Community node (communities.py)
         comm_nodes = {n.id: n for n in store.get_nodes(state.group, [c for c, _ in hits])}
         skipped: list[str] = []
-        need = min(p.min_documents, document_count(store, state.group))
+        need = min(p.min_documents, counted_nodes(store, state.group, Label.DOCUMENT))
         if need > 1:
             # Tier 3 exists to spread activation across documents (route5 §2.2: not "trapped"
             # in one document); a one-document community would hand its whole share to a

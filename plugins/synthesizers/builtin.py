@@ -30,7 +30,13 @@ import numpy as np
 from graphroute.core.api.constants import NOT_FOUND
 from graphroute.core.api.models import Citation, Evidence, Label
 from graphroute.core.api.stage import QueryState, Slot, Stage, StageContext, StageKind, StageParams
-from graphroute.core.api.store import GraphStore, TextMatch, document_titles, per_version
+from graphroute.core.api.store import (
+    GraphStore,
+    TextMatch,
+    counted_nodes,
+    document_titles,
+    per_version,
+)
 from graphroute.core.errors import LLMNotConfiguredError, RemoteCallError
 from graphroute.core.hookspecs import hookimpl
 from graphroute.core.lib.communities import (
@@ -345,8 +351,10 @@ def spelled_acronyms(text: str) -> set[str]:
         if len(line) <= _HEADING_CHARS:
             tokens = _WORD_RE.findall(line)
             words = [t for t in tokens if _norm(t) or t.lower() in _ACRONYM_JOINERS]
-            if words and len(words) == len(tokens) and len(_initials(words)) in _ACRONYM_LETTERS and words[0][:1].isalpha():
-                out.add(_initials(words))
+            if words and len(words) == len(tokens) and words[0][:1].isalpha():
+                letters = _initials(words)
+                if len(letters) in _ACRONYM_LETTERS:
+                    out.add(letters)
     for m in _NAME_RUN_RE.finditer(text):
         run: list[str] = []  # capitalised words, and the joiners between them
         for w in [*_WORD_RE.findall(m.group(0)), ""]:
@@ -638,10 +646,8 @@ class StoreTerms:
         texts = self._match([TextMatch(((word,),), n)])[0]
         return sum(term in lexicon_terms(t) for t in texts)
 
-    def idf(self, term: str) -> float:
-        if self._passages is None:  # counting a large group's chunks takes the server a while
-            store, group = self.store, self.group
-            self._passages = per_version(store, group, "chunk_count", lambda: store.count_nodes(group, Label.CHUNK))
+    def _doc_freq(self, term: str) -> int:
+        """Chunks holding ``term`` (:meth:`_df`), counted once per question."""
         if term not in self._df_of:
             df = self._df(term, term)
             if not df:  # the index may hold the word with its accents: count that spelling
@@ -649,7 +655,12 @@ class StoreTerms:
                 if spelling and spelling != term:
                     df = self._df(spelling, term)
             self._df_of[term] = df
-        return math.log((self._passages + 1) / (self._df_of[term] + 0.5))
+        return self._df_of[term]
+
+    def idf(self, term: str) -> float:
+        if self._passages is None:  # counting a large group's chunks takes the server a while
+            self._passages = counted_nodes(self.store, self.group, Label.CHUNK)
+        return math.log((self._passages + 1) / (self._doc_freq(term) + 0.5))
 
     def has_together(self, words: Sequence[str]) -> bool:
         options = [self.variants(w) for w in words]
@@ -670,8 +681,7 @@ class StoreTerms:
         return False
 
     def uses(self, term: str) -> bool:
-        self.idf(term)  # counts the term's chunks once (prepare asks for the question's terms together)
-        return self._df_of[term] > 0
+        return self._doc_freq(term) > 0
 
     def writes(self, code: str) -> bool:
         """Among the chunks the index finds for the code (its flag dashes and scheme's "://"
