@@ -147,3 +147,19 @@ def neighbourhood_of(
         for t, b, lb, d in mine:
             out.add(a, t, b, lb, d)
     return out
+
+
+@dataclass(frozen=True)
+class PushedScores:
+    """What :meth:`GraphStore.push_pagerank` returns: a personalised PageRank by forward push
+    that ran inside the database. ``scores[i]`` is node ``ids[i]``'s score (``(q + r) / Z``,
+    as the client push computes it; nodes the walk touched, those above zero), ``labels[i]``
+    its label; ``stats`` the walk's figures (``nodes_touched``, ``nodes_read``,
+    ``rows_read``, ``pushes``, ``residual``, ``error_bound``, ``l1_error_bound``,
+    ``truncated``, ``seeds_in_graph``, ``server_ms``)."""
+
+    ids: list[str]
+    labels: list[str]
+    scores: np.ndarray
+    stats: Mapping[str, float | int | bool]
+

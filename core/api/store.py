@@ -29,6 +29,7 @@ from graphroute.core.api.models import Edge, Label, Node
 from graphroute.core.api.neighbourhood import (
     NeighbourCounts,
     Neighbourhood,
+    PushedScores,
     TypeDegrees,
     counts_of,
     neighbourhood_of,
@@ -619,6 +620,30 @@ class GraphStore(ABC):
         the database where a backend can (Neo4j Graph Data Science, for one); None when it
         cannot, and the communities index step detects them on the client from the entity
         layer it reads. No built-in backend does."""
+        return None
+
+    def push_pagerank(
+        self,
+        group: str,
+        seed_ids: Sequence[str],
+        seed_weights: Sequence[float],
+        *,
+        types: Sequence[str],
+        weights: Mapping[str, float],
+        damping: float,
+        eps: float,
+        drain: float,
+        max_rows: int,
+    ) -> PushedScores | None:
+        """Personalised PageRank from weighted seeds by forward push, run inside the database
+        where a backend can (Neo4j with graphroute's procedures installed:
+        ``graphroute.push``); None when it cannot, and the ppr stage pushes from the client,
+        reading the store a frontier at a time. ``types`` are the walked edge types,
+        ``weights`` the path weights by name (entity, section, similar, shares, hub,
+        mentions, title), ``eps`` and ``drain`` the push thresholds of
+        :mod:`graphroute.plugins.expanders.local_ppr`, ``max_rows`` the most edges one call
+        reads (past it the walk stops and its stats say ``truncated``). The built-in
+        embedded store returns None."""
         return None
 
     @abstractmethod

@@ -756,6 +756,13 @@ class PPR(Stage):
             "bound (no score is off by more than it) is at most this share of the smallest score ranked (the "
             "top_k-th entity's or chunk's); null: stop at push_eps.",
         )
+        push_engine: Literal["auto", "client"] = Field(
+            "auto",
+            description="solver push: auto runs the push inside the database where the store can (Neo4j with "
+            "graphroute's procedures installed: one call a question, docs/pages/scaling.md), else from the "
+            "client; client: always from the client, a store read per frontier. A push_tolerance is always "
+            "certified from the client.",
+        )
         tol: float = Field(
             1e-10, gt=0.0, le=1e-2,
             description="solver power: L1 change that stops the iteration; solver cg: bound on the L1 error that stops it.",

@@ -58,7 +58,12 @@ import numpy as np
 from graphroute.core.api.components import ComponentParams, StoreBackend
 from graphroute.core.api.constants import NEO4J_DEV_PASSWORD
 from graphroute.core.api.models import Edge, EdgeType, Label, Node
-from graphroute.core.api.neighbourhood import NeighbourCounts, Neighbourhood, TypeDegrees
+from graphroute.core.api.neighbourhood import (
+    NeighbourCounts,
+    Neighbourhood,
+    PushedScores,
+    TypeDegrees,
+)
 from graphroute.core.api.store import (
     Direction,
     DocumentBatch,
@@ -336,6 +341,7 @@ class Neo4jStore(GraphStore):
         self.vector_quantization = vector_quantization
         self.index_wait_s = index_wait_s  # how long bulk_load waits for its index builds
         self._edge_types = {str(t) for t in EdgeType} | {str(t) for t in extra_edge_types}
+        self._push_procedure: bool | None = None  # graphroute.push in the server (_has_push)
         bad = [t for t in self._edge_types if not _TYPE_RE.match(t)]
         if bad:
             raise StoreError(f"edge types {bad} must match {_TYPE_RE.pattern}")
@@ -1224,6 +1230,45 @@ class Neo4jStore(GraphStore):
                 if limit is not None and sum(int(n) for _, _, n in r["counts"]) >= limit:
                     out.capped.add(r["id"])
         return out
+
+    def push_pagerank(
+        self,
+        group: str,
+        seed_ids: Sequence[str],
+        seed_weights: Sequence[float],
+        *,
+        types: Sequence[str],
+        weights: Mapping[str, float],
+        damping: float,
+        eps: float,
+        drain: float,
+        max_rows: int,
+    ) -> PushedScores | None:
+        # One call: the walk reads the edges where they are, instead of a store round trip
+        # per frontier (neo4j-procedures/, installed in the server's plugins directory).
+        if not self._has_push():
+            return None
+        config = {
+            "damping": float(damping), "eps": float(eps), "drain": float(drain), "max_rows": int(max_rows),
+            "types": self._typed(types), "weights": {k: float(v) for k, v in weights.items()},
+        }
+        rows = self._query(
+            "push",
+            "CALL graphroute.push($g, $seeds, $weights, $config) YIELD ids, labels, scores, stats "
+            "RETURN ids, labels, scores, stats",
+            g=group, seeds=[str(x) for x in seed_ids], weights=[float(w) for w in seed_weights], config=config,
+        )
+        r = rows[0]
+        return PushedScores(list(r["ids"]), list(r["labels"]), np.asarray(r["scores"], dtype=np.float64), dict(r["stats"]))
+
+    def _has_push(self) -> bool:
+        """Whether the server has graphroute's procedures (asked once per store object)."""
+        if self._push_procedure is None:
+            rows = self._query(
+                "procedures", "SHOW PROCEDURES YIELD name WHERE name = 'graphroute.push' RETURN count(*) AS n"
+            )
+            self._push_procedure = bool(rows and rows[0]["n"])
+        return self._push_procedure
 
     def type_degrees(self, group: str, ids: Sequence[str], types: Collection[str]) -> TypeDegrees | None:
         typed = self._typed(types)

@@ -84,9 +84,15 @@ def seeds_for(ents: list[str], seed: int) -> list[Seed]:
     return out
 
 
+@pytest.mark.parametrize("engine", ["auto", "client"])
 @pytest.mark.parametrize("paths", [{}, ROUTE5_PATHS], ids=["route2-paths", "route5-paths"])
-def test_push_stays_within_its_bound_and_ranks_as_the_exact_solver(store: GraphStore, group: str, paths: dict[str, float]) -> None:
+def test_push_stays_within_its_bound_and_ranks_as_the_exact_solver(
+    store: GraphStore, group: str, paths: dict[str, float], engine: str
+) -> None:
+    """Both engines: ``auto`` runs inside the database where the store can (Neo4j with
+    graphroute's procedures), ``client`` reads the store a frontier at a time."""
     ents = typed_corpus(store, group, 3)
+    in_database = engine == "auto" and store.backend == "neo4j"
     clear_derived()
     weights = PPR(PPR.Params(**paths)).weights()  # type: ignore[arg-type]
     g = typed_graph(store, group, weights)
@@ -98,8 +104,10 @@ def test_push_stays_within_its_bound_and_ranks_as_the_exact_solver(store: GraphS
         exact_top = [e.id for e in exact_state.entities[:10]]
         exact_mass = exact_state.node_scores
         for eps, min_overlap in ((1e-4, 0.6), (1e-6, 0.9), (1e-9, 1.0)):
-            state, stats = run(store, group, seeds, solver="push", push_eps=eps, push_tolerance=None, top_k=200, budget=1.0, **paths)
+            state, stats = run(store, group, seeds, solver="push", push_eps=eps, push_tolerance=None, top_k=200, budget=1.0,
+                               push_engine=engine, **paths)
             assert stats["solver"] == "push" and str(stats["engine"]).startswith("forward push")
+            assert ("inside the database" in str(stats["engine"])) == in_database
             outside = {s.node_id for s in seeds} - set(g.index)  # seeds without a typed edge
             assert 0 < int(stats["nodes_touched"]) <= len(g.ids) + len(outside)  # type: ignore[call-overload]
             bound = float(stats["error_bound"])  # type: ignore[arg-type]
@@ -149,6 +157,44 @@ def test_an_exact_solver_hands_a_group_larger_than_push_above_to_the_push(store:
     assert stats["solver"] == "push" and stats["push_above_entities"] == len(ents)
     assert str(stats["engine"]).startswith("forward push")
     assert [e.id for e in pushed.entities] == [e.id for e in exact.entities]
+
+
+def test_the_database_push_stops_reading_a_hub_and_bounds_its_work(store: GraphStore, group: str) -> None:
+    """Inside the database a hub the walk barely reaches is read only until its degree puts
+    it below its threshold, the ranking is still the exact one, and a call stops at its row
+    limit and says so."""
+    ents = typed_corpus(store, group, 8)
+    hub = "ent:hub"
+    store.write(
+        group,
+        [Node(id=hub, label=Label.ENTITY, group=group, props={"name": "hub"})],
+        [Edge(src=f"d{d}:chk{c}", dst=hub, type=EdgeType.MENTIONS, group=group) for d in range(60) for c in range(3)]
+        + [Edge(src=hub, dst=e, type=EdgeType.CO_OCCURS, group=group) for e in ents[60:]],
+    )
+    clear_derived()
+    seeds = [Seed(name=e, node_id=e, weight=1.0) for e in (ents[3], ents[8], ents[20])]
+    paths = PPR(PPR.Params(**ROUTE5_PATHS)).weights()  # type: ignore[arg-type]
+    from graphroute.plugins.expanders.local_ppr import Paths, push_in_database
+
+    walk = Paths(paths.entity, paths.section, paths.similar, paths.shares, paths.hub, paths.mentions, paths.title)
+    got = push_in_database(store, group, [s.node_id for s in seeds], np.ones(3), walk, damping=0.5, eps=1e-2)
+    if store.backend != "neo4j":
+        assert got is None  # the embedded store has no in-database push: the client pushes
+        return
+    assert got is not None and got.in_database and got.counts_stopped >= 1 and not got.truncated
+    exact, _ = run(store, group, seeds, solver="direct", top_k=20, budget=1.0, **ROUTE5_PATHS)
+    pushed, stats = run(store, group, seeds, solver="push", push_eps=1e-9, push_tolerance=None, top_k=20, budget=1.0, **ROUTE5_PATHS)
+    assert "inside the database" in str(stats["engine"])
+    assert [e.id for e in pushed.entities] == [e.id for e in exact.entities]
+    def call(max_rows: int) -> dict[str, object]:
+        raw = store.push_pagerank(group, [s.node_id for s in seeds], [1.0, 1.0, 1.0], types=walk.edge_types(),
+                                  weights={"entity": 1.0, "mentions": 1.0}, damping=0.5, eps=1e-9, drain=1e-3, max_rows=max_rows)
+        assert raw is not None
+        return dict(raw.stats)
+
+    whole, capped = call(10**9), call(10)
+    assert whole["truncated"] is False and capped["truncated"] is True
+    assert int(capped["rows_read"]) < int(whole["rows_read"])  # type: ignore[call-overload]
 
 
 def test_push_reads_only_what_its_seeds_reach(store: GraphStore, group: str) -> None:
@@ -224,7 +270,8 @@ def test_push_stops_counting_a_hub_it_will_not_push(store: GraphStore, group: st
 
     def push() -> tuple[list[tuple[str, float]], dict[str, object]]:
         local_ppr._DEGREES._tables.clear()
-        state, stats = run(store, group, seeds, solver="push", push_eps=1e-2, push_tolerance=None, top_k=20, budget=1.0, **ROUTE5_PATHS)
+        state, stats = run(store, group, seeds, solver="push", push_eps=1e-2, push_tolerance=None, top_k=20, budget=1.0,
+                           push_engine="client", **ROUTE5_PATHS)
         assert isinstance(state.node_scores, NodeMass)
         return [(e.id, e.score) for e in state.entities] + list(state.node_scores.top(20)), stats
 

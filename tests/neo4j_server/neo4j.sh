@@ -69,6 +69,15 @@ build() {
     (cd "$HERE" && JAVA_HOME="$1" mvn -q -B package -DskipTests)
     touch "$HERE/target/lib"
   fi
+  # graphroute's own procedures (graphroute.push), built from neo4j-procedures/ into the
+  # server's plugins directory
+  local procs="$ROOT/neo4j-procedures" jar="$NEO4J_HOME_DIR/plugins/graphroute-neo4j-procedures.jar"
+  if [[ ! -f "$jar" || "$procs/pom.xml" -nt "$jar" || -n "$(find "$procs/src" -newer "$jar" -type f 2>/dev/null)" ]]; then
+    echo "building graphroute's Neo4j procedures (mvn -q package in neo4j-procedures/)"
+    (cd "$procs" && JAVA_HOME="$1" mvn -q -B package -DskipTests)
+    mkdir -p "$NEO4J_HOME_DIR/plugins"
+    cp "$procs/target/graphroute-neo4j-procedures.jar" "$jar"
+  fi
 }
 
 # A data directory written by another Neo4j release is test data: start it afresh rather

@@ -54,7 +54,9 @@ public final class Neo4jDevServer {
                 // logs are pruned only at a checkpoint, every 15 minutes by default: graphroute
                 // perf's write rounds logged ~10 GB in 5 minutes and filled a disk
                 "db.checkpoint.interval.time=1m",
-                "dbms.usage_report.enabled=false"}) {
+                "dbms.usage_report.enabled=false",
+                // graphroute's procedures (neo4j-procedures/, put here by neo4j.sh)
+                "server.directories.plugins=" + home.resolve("plugins")}) {
             put(settings, line);
         }
         // NEO4J_EXTRA_SETTINGS: more neo4j.conf lines, separated by ';'; a setting named here
