@@ -111,10 +111,11 @@ public final class LocalPush {
         private final RelationshipType[] types;
         private final double wEntity, wSection, wSimilar, wShares, wHub, wMentions, wTitle;
 
-        private final HashMap<String, Integer> slotOf = new HashMap<>();
+        private final HashMap<Long, Integer> slotOf = new HashMap<>();
+        private final HashMap<Long, Integer> kinds = new HashMap<>(); // node id -> kind, read once
         private final HashMap<Integer, String> missing = new HashMap<>(); // slot -> id of a seed the group lacks
-        private final ArrayList<Node> nodes = new ArrayList<>();
         private int n;
+        private long[] nodeId = new long[1024]; // -1: a seed the group lacks
         private double[] r = new double[1024];
         private double[] q = new double[1024];
         private double[] deg = new double[1024]; // exact when counted[s], else a lower bound
@@ -122,8 +123,10 @@ public final class LocalPush {
         private boolean[] counted = new boolean[1024];
         private boolean[] pushedOnce = new boolean[1024];
         private boolean[] queued = new boolean[1024];
-        private int[][] nbr = new int[1024][];
+        private int[][] nbr = new int[1024][]; // a node's edge ends (parallel edges stay apart: their shares add up)
         private double[][] nw = new double[1024][];
+        private long[] ends = new long[64]; // scratch for read()
+        private double[] endWeights = new double[64];
 
         private long rows;
         private long pushes;
@@ -172,8 +175,19 @@ public final class LocalPush {
             };
         }
 
+        /** A node's kind, its {@code label} property read the first time the walk meets it. */
+        private int kind(long id) {
+            Integer k = kinds.get(id);
+            if (k == null) {
+                k = kindOf(tx.getNodeById(id).getProperty("label", null));
+                kinds.put(id, k);
+            }
+            return k;
+        }
+
         private void grow() {
             int cap = r.length * 2;
+            nodeId = Arrays.copyOf(nodeId, cap);
             r = Arrays.copyOf(r, cap);
             q = Arrays.copyOf(q, cap);
             deg = Arrays.copyOf(deg, cap);
@@ -185,23 +199,24 @@ public final class LocalPush {
             nw = Arrays.copyOf(nw, cap);
         }
 
-        /** The node's slot, made on first sight; {@code node} null is a seed the group lacks. */
-        private int slot(String key, Node node, int k) {
-            Integer s = slotOf.get(key);
+        /** The slot of node {@code id}, made on first sight. */
+        private int slot(long id) {
+            Integer s = slotOf.get(id);
             if (s != null) {
                 return s;
             }
+            int i = newSlot(id);
+            slotOf.put(id, i);
+            kind[i] = kind(id);
+            return i;
+        }
+
+        private int newSlot(long id) {
             if (n == r.length) {
                 grow();
             }
-            int i = n++;
-            slotOf.put(key, i);
-            nodes.add(node);
-            kind[i] = k;
-            if (node == null) { // outside the graph: no edges, keeps its teleport share
-                counted[i] = true;
-            }
-            return i;
+            nodeId[n] = id;
+            return n++;
         }
 
         /** The push threshold of a slot's residual. */
@@ -217,25 +232,24 @@ public final class LocalPush {
         }
 
         /**
-         * Reads slot {@code s}'s weighted edges. With {@code cap}, stops once the degree passes
-         * it (the node cannot be pushed yet; its degree so far is kept as a lower bound) and
-         * returns false.
+         * Reads slot {@code s}'s weighted edges. Stops once the degree passes {@code cap} (the
+         * node cannot be pushed yet; its degree so far is kept as a lower bound) and returns
+         * false.
          */
         private boolean read(int s, double cap) {
-            Node node = nodes.get(s);
-            ArrayList<Node> others = new ArrayList<>();
-            ArrayList<Double> ws = new ArrayList<>();
+            long id = nodeId[s];
+            int m = 0;
             double sum = 0;
-            try (ResourceIterable<Relationship> rels = node.getRelationships(Direction.BOTH, types)) {
+            try (ResourceIterable<Relationship> rels = tx.getNodeById(id).getRelationships(Direction.BOTH, types)) {
                 for (Relationship rel : rels) {
                     rows++;
-                    Node o = rel.getOtherNode(node);
-                    if (o.equals(node)) {
+                    long o = rel.getOtherNodeId(id);
+                    if (o == id) {
                         continue;
                     }
-                    int ok = kindOf(o.getProperty("label", null));
+                    int ok = kind(o);
                     if (ok == 0) {
-                        continue;
+                        continue; // not a node of the walk (a sentence's mention)
                     }
                     double w = weight(codeOf(rel.getType().name()), kind[s], ok);
                     if (w <= 0) {
@@ -247,25 +261,20 @@ public final class LocalPush {
                         stoppedCounts++;
                         return false;
                     }
-                    others.add(o);
-                    ws.add(w);
+                    if (m == ends.length) {
+                        ends = Arrays.copyOf(ends, 2 * m);
+                        endWeights = Arrays.copyOf(endWeights, 2 * m);
+                    }
+                    ends[m] = o;
+                    endWeights[m++] = w;
                 }
             }
-            HashMap<Integer, Double> acc = new LinkedHashMap<>();
-            for (int i = 0; i < others.size(); i++) {
-                Node o = others.get(i);
-                int t = slot(o.getElementId(), o, kindOf(o.getProperty("label", null)));
-                acc.merge(t, ws.get(i), Double::sum);
-            }
-            int[] to = new int[acc.size()];
-            double[] w = new double[acc.size()];
-            int j = 0;
-            for (Map.Entry<Integer, Double> e : acc.entrySet()) {
-                to[j] = e.getKey();
-                w[j++] = e.getValue();
+            int[] to = new int[m];
+            for (int j = 0; j < m; j++) {
+                to[j] = slot(ends[j]);
             }
             nbr[s] = to;
-            nw[s] = w;
+            nw[s] = Arrays.copyOf(endWeights, m);
             deg[s] = sum;
             counted[s] = true;
             return true;
@@ -285,25 +294,27 @@ public final class LocalPush {
                 out.stats = new LinkedHashMap<>();
                 return out;
             }
-            HashMap<String, Node> found = new HashMap<>();
+            HashMap<String, Long> found = new HashMap<>();
             try (Result res = tx.execute(
                     "UNWIND $ids AS i MATCH (a:GRNode {group: $g, id: i}) USING INDEX a:GRNode(group, id) RETURN i, a",
                     Map.of("ids", seeds, "g", group))) {
                 while (res.hasNext()) {
                     Map<String, Object> row = res.next();
-                    found.put((String) row.get("i"), (Node) row.get("a"));
+                    found.put((String) row.get("i"), ((Node) row.get("a")).getId());
                 }
             }
             ArrayDeque<Integer> queue = new ArrayDeque<>();
             int[] seedSlots = new int[seeds.size()];
+            HashMap<String, Integer> absent = new HashMap<>();
             for (int i = 0; i < seeds.size(); i++) {
-                Node node = found.get(seeds.get(i));
+                Long id = found.get(seeds.get(i));
                 int s;
-                if (node == null) {
-                    s = slot("seed:" + seeds.get(i), null, 0);
+                if (id != null) {
+                    s = slot(id);
+                } else { // outside the graph: no edges, keeps its teleport share
+                    s = absent.computeIfAbsent(seeds.get(i), x -> newSlot(-1));
                     missing.put(s, seeds.get(i));
-                } else {
-                    s = slot(node.getElementId(), node, kindOf(node.getProperty("label", null)));
+                    counted[s] = true;
                 }
                 seedSlots[i] = s;
                 r[s] += weights.get(i) / total;
@@ -367,13 +378,13 @@ public final class LocalPush {
                 if (score <= 0) {
                     continue;
                 }
-                Node node = nodes.get(s);
-                if (node == null) { // a seed the group lacks keeps its share, as in the exact solvers
+                if (nodeId[s] < 0) { // a seed the group lacks keeps its share, as in the exact solvers
                     ids.add(missing.get(s));
                     labels.add("");
                 } else {
+                    Node node = tx.getNodeById(nodeId[s]);
                     ids.add((String) node.getProperty("id", null));
-                    labels.add((String) node.getProperty("label", ""));
+                    labels.add(kind[s] > 0 ? WALK_LABELS[kind[s] - 1] : (String) node.getProperty("label", ""));
                 }
                 scores.add(score);
             }
