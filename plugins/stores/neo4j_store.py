@@ -1264,9 +1264,14 @@ class Neo4jStore(GraphStore):
     def _has_push(self) -> bool:
         """Whether the server has graphroute's procedures (asked once per store object)."""
         if self._push_procedure is None:
-            rows = self._query(
-                "procedures", "SHOW PROCEDURES YIELD name WHERE name = 'graphroute.push' RETURN count(*) AS n"
-            )
+            try:
+                rows = self._query(
+                    "procedures", "SHOW PROCEDURES YIELD name WHERE name = 'graphroute.push' RETURN count(*) AS n"
+                )
+            except StoreUnavailableError:
+                raise
+            except StoreError:  # a user who may not list procedures: the client push
+                rows = []
             self._push_procedure = bool(rows and rows[0]["n"])
         return self._push_procedure
 
