@@ -73,6 +73,8 @@ public final class LocalPush {
     static final String[] WALK_LABELS = {"Entity", "TextChunk", "Section"};
     static final int ENTITY = 1;
     static final int CHUNK = 2;
+    static final int SECTION = 3;
+    static final int DENSE = 64; // edges past which a node's degrees per type are looked up
 
     static int kindOf(Object label) {
         for (int i = 0; i < WALK_LABELS.length; i++) {
@@ -93,6 +95,31 @@ public final class LocalPush {
             case "MENTIONS" -> 5;
             case "IN_SECTION" -> 6;
             case "OWN_PAGE" -> 7;
+            default -> 0;
+        };
+    }
+
+    /** The far end's kind of a {@code type} edge of a node of {@code kind}, where the two
+     * decide it ({@code OTHER_END} of local_ppr.py); 0 where they do not. */
+    static int otherEnd(int kind, String type) {
+        return switch (kind) {
+            case ENTITY -> switch (type) {
+                case "RELATION", "CO_OCCURS", "SEMANTICALLY_SIMILAR" -> ENTITY;
+                case "HAS_HUB_ENTITY" -> SECTION;
+                case "OWN_PAGE" -> CHUNK;
+                default -> 0;
+            };
+            case CHUNK -> switch (type) {
+                case "MENTIONS", "OWN_PAGE" -> ENTITY;
+                case "IN_SECTION" -> SECTION;
+                default -> 0;
+            };
+            case SECTION -> switch (type) {
+                case "IN_SECTION" -> CHUNK;
+                case "SEMANTICALLY_SIMILAR", "SHARES_ENTITY" -> SECTION;
+                case "HAS_HUB_ENTITY" -> ENTITY;
+                default -> 0;
+            };
             default -> 0;
         };
     }
@@ -121,6 +148,9 @@ public final class LocalPush {
         private double[] deg = new double[1024]; // exact when counted[s], else a lower bound
         private int[] kind = new int[1024];
         private boolean[] counted = new boolean[1024];
+        private boolean[] loaded = new boolean[1024]; // its edges read (nbr, nw)
+        private boolean[] decided = new boolean[1024]; // its degrees per type looked up
+        private double[] known = new double[1024]; // weights of its edges to loaded nodes: a lower bound of deg
         private boolean[] pushedOnce = new boolean[1024];
         private boolean[] queued = new boolean[1024];
         private int[][] nbr = new int[1024][]; // a node's edge ends (parallel edges stay apart: their shares add up)
@@ -131,6 +161,8 @@ public final class LocalPush {
         private long rows;
         private long pushes;
         private long stoppedCounts;
+        private long degreeLookups;
+        private long nsDecide, nsRead, nsKind, nsOut;
         private boolean truncated;
 
         Walk(Transaction tx, Map<String, Object> config) {
@@ -179,8 +211,10 @@ public final class LocalPush {
         private int kind(long id) {
             Integer k = kinds.get(id);
             if (k == null) {
+                long t0 = System.nanoTime();
                 k = kindOf(tx.getNodeById(id).getProperty("label", null));
                 kinds.put(id, k);
+                nsKind += System.nanoTime() - t0;
             }
             return k;
         }
@@ -193,6 +227,9 @@ public final class LocalPush {
             deg = Arrays.copyOf(deg, cap);
             kind = Arrays.copyOf(kind, cap);
             counted = Arrays.copyOf(counted, cap);
+            loaded = Arrays.copyOf(loaded, cap);
+            decided = Arrays.copyOf(decided, cap);
+            known = Arrays.copyOf(known, cap);
             pushedOnce = Arrays.copyOf(pushedOnce, cap);
             queued = Arrays.copyOf(queued, cap);
             nbr = Arrays.copyOf(nbr, cap);
@@ -219,6 +256,15 @@ public final class LocalPush {
             return n++;
         }
 
+        private int typeIndex(String name) {
+            for (int i = 0; i < types.length; i++) {
+                if (types[i].name().equals(name)) {
+                    return i;
+                }
+            }
+            throw new IllegalStateException("a relationship of a type not asked for: " + name);
+        }
+
         /** The push threshold of a slot's residual. */
         private double threshold(int s) {
             return (pushedOnce[s] ? drain * eps : eps) * deg[s];
@@ -237,6 +283,11 @@ public final class LocalPush {
          * false.
          */
         private boolean read(int s, double cap) {
+            long t0 = System.nanoTime();
+            try { return read0(s, cap); } finally { nsRead += System.nanoTime() - t0; }
+        }
+
+        private boolean read0(int s, double cap) {
             long id = nodeId[s];
             int m = 0;
             double sum = 0;
@@ -271,13 +322,73 @@ public final class LocalPush {
             }
             int[] to = new int[m];
             for (int j = 0; j < m; j++) {
-                to[j] = slot(ends[j]);
+                int t = slot(ends[j]);
+                to[j] = t;
+                if (!counted[t]) { // the edge is one of t's too
+                    known[t] += endWeights[j];
+                    deg[t] = Math.max(deg[t], known[t]);
+                }
             }
             nbr[s] = to;
             nw[s] = Arrays.copyOf(endWeights, m);
             deg[s] = sum;
             counted[s] = true;
+            loaded[s] = true;
             return true;
+        }
+
+        /**
+         * Slot {@code s}'s degree from the node's relationship counts per type, which the store
+         * keeps (a look-up, not a read of its edges), over the types whose far end its own
+         * label decides ({@code OTHER_END} of local_ppr.py: a chunk's MENTIONS lead to
+         * entities): its whole degree when every type it has is such a type, else a lower
+         * bound (an entity's MENTIONS may come from sentences, which the walk leaves out).
+         */
+        private void decide(int s) {
+            long t0 = System.nanoTime();
+            try { decide0(s); } finally { nsDecide += System.nanoTime() - t0; }
+        }
+
+        private void decide0(int s) {
+            decided[s] = true;
+            degreeLookups++;
+            Node node = tx.getNodeById(nodeId[s]);
+            // one pass over a small node's chain counts every type; a node past DENSE edges
+            // keeps its counts per type, read in O(1) each (getDegree walks a small node's
+            // whole chain for every type asked)
+            int[] counts = new int[types.length];
+            int seen = 0;
+            boolean dense = false;
+            try (ResourceIterable<Relationship> rels = node.getRelationships(Direction.BOTH, types)) {
+                for (Relationship rel : rels) {
+                    counts[typeIndex(rel.getType().name())]++;
+                    if (++seen > DENSE) {
+                        dense = true;
+                        break;
+                    }
+                }
+            }
+            if (dense) {
+                for (int i = 0; i < types.length; i++) {
+                    counts[i] = node.getDegree(types[i], Direction.BOTH);
+                }
+            }
+            double sum = 0;
+            boolean whole = true;
+            for (int i = 0; i < types.length; i++) {
+                if (counts[i] == 0) {
+                    continue;
+                }
+                String t = types[i].name();
+                int far = otherEnd(kind[s], t);
+                if (far == 0) {
+                    whole = false;
+                } else {
+                    sum += counts[i] * weight(codeOf(t), kind[s], far);
+                }
+            }
+            deg[s] = whole ? sum : Math.max(deg[s], sum);
+            counted[s] = whole;
         }
 
         Output run(String group, List<String> seeds, List<Double> weights) {
@@ -315,6 +426,9 @@ public final class LocalPush {
                     s = absent.computeIfAbsent(seeds.get(i), x -> newSlot(-1));
                     missing.put(s, seeds.get(i));
                     counted[s] = true;
+                    loaded[s] = true;
+                    nbr[s] = new int[0];
+                    nw[s] = new double[0];
                 }
                 seedSlots[i] = s;
                 r[s] += weights.get(i) / total;
@@ -325,13 +439,20 @@ public final class LocalPush {
             while (!queue.isEmpty()) {
                 int s = queue.poll();
                 queued[s] = false;
-                if (!counted[s]) {
+                if (!counted[s] && !decided[s]) {
+                    decide(s);
+                    if (r[s] < threshold(s)) {
+                        continue;
+                    }
+                }
+                if (!loaded[s]) {
                     if (rows >= maxRows) {
                         truncated = true;
                         break;
                     }
-                    if (!read(s, r[s] / eps)) {
-                        continue; // its degree so far already puts it below the threshold
+                    // a degree not known yet is read only until it puts the node below the threshold
+                    if (!read(s, counted[s] ? Double.POSITIVE_INFINITY : r[s] / eps)) {
+                        continue;
                     }
                 }
                 if (r[s] <= 0 || r[s] < threshold(s)) {
@@ -370,6 +491,7 @@ public final class LocalPush {
                 }
             }
             double z = sIso + (1.0 - sIso) / (1.0 - d);
+            long tOut = System.nanoTime();
             List<String> ids = new ArrayList<>();
             List<String> labels = new ArrayList<>();
             List<Double> scores = new ArrayList<>();
@@ -388,13 +510,19 @@ public final class LocalPush {
                 }
                 scores.add(score);
             }
+            nsOut = System.nanoTime() - tOut;
             Map<String, Object> stats = new LinkedHashMap<>();
+            stats.put("ms_decide", nsDecide / 1e6);
+            stats.put("ms_read", nsRead / 1e6);
+            stats.put("ms_kind", nsKind / 1e6);
+            stats.put("ms_out", nsOut / 1e6);
             stats.put("nodes_touched", (long) n);
             stats.put("nodes_read", (long) read);
             stats.put("nodes_counted", (long) countedNodes);
             stats.put("rows_read", rows);
             stats.put("pushes", pushes);
             stats.put("counts_stopped", stoppedCounts);
+            stats.put("degree_lookups", degreeLookups);
             stats.put("residual", residual / z);
             stats.put("error_bound", eps * d / ((1.0 - d) * z));
             stats.put("l1_error_bound", d * residual / ((1.0 - d) * z));
