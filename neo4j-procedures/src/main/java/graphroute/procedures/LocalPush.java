@@ -30,7 +30,8 @@ import org.neo4j.procedure.Procedure;
  * {@code plugins/expanders/local_ppr.py}: a node is read (its edges of the walked types to
  * Entity, TextChunk and Section nodes, weighted by the edge rules of {@code _weights}) when
  * its residual reaches {@code eps} times its weighted degree, and once read it is pushed down
- * to {@code drain * eps} times its degree. A node's first read stops as soon as its degree
+ * to {@code drain * eps} times its degree. Until a node is read, the weights of its edges to
+ * nodes already read are a lower bound of its degree, and its read stops as soon as its degree
  * shows it cannot be pushed yet (a hub the walk barely reaches costs a few of its edges). So
  * when it returns every residual is below {@code eps * deg}, and each score is below the
  * exact one by at most {@code eps * d * deg / ((1 - d) Z)}: the same bound.
@@ -74,7 +75,6 @@ public final class LocalPush {
     static final int ENTITY = 1;
     static final int CHUNK = 2;
     static final int SECTION = 3;
-    static final int DENSE = 64; // edges past which a node's degrees per type are looked up
 
     static int kindOf(Object label) {
         for (int i = 0; i < WALK_LABELS.length; i++) {
@@ -149,7 +149,6 @@ public final class LocalPush {
         private int[] kind = new int[1024];
         private boolean[] counted = new boolean[1024];
         private boolean[] loaded = new boolean[1024]; // its edges read (nbr, nw)
-        private boolean[] decided = new boolean[1024]; // its degrees per type looked up
         private double[] known = new double[1024]; // weights of its edges to loaded nodes: a lower bound of deg
         private boolean[] pushedOnce = new boolean[1024];
         private boolean[] queued = new boolean[1024];
@@ -161,8 +160,6 @@ public final class LocalPush {
         private long rows;
         private long pushes;
         private long stoppedCounts;
-        private long degreeLookups;
-        private long nsDecide, nsRead, nsKind, nsOut;
         private boolean truncated;
 
         Walk(Transaction tx, Map<String, Object> config) {
@@ -211,10 +208,8 @@ public final class LocalPush {
         private int kind(long id) {
             Integer k = kinds.get(id);
             if (k == null) {
-                long t0 = System.nanoTime();
                 k = kindOf(tx.getNodeById(id).getProperty("label", null));
                 kinds.put(id, k);
-                nsKind += System.nanoTime() - t0;
             }
             return k;
         }
@@ -228,7 +223,6 @@ public final class LocalPush {
             kind = Arrays.copyOf(kind, cap);
             counted = Arrays.copyOf(counted, cap);
             loaded = Arrays.copyOf(loaded, cap);
-            decided = Arrays.copyOf(decided, cap);
             known = Arrays.copyOf(known, cap);
             pushedOnce = Arrays.copyOf(pushedOnce, cap);
             queued = Arrays.copyOf(queued, cap);
@@ -256,15 +250,6 @@ public final class LocalPush {
             return n++;
         }
 
-        private int typeIndex(String name) {
-            for (int i = 0; i < types.length; i++) {
-                if (types[i].name().equals(name)) {
-                    return i;
-                }
-            }
-            throw new IllegalStateException("a relationship of a type not asked for: " + name);
-        }
-
         /** The push threshold of a slot's residual. */
         private double threshold(int s) {
             return (pushedOnce[s] ? drain * eps : eps) * deg[s];
@@ -283,11 +268,6 @@ public final class LocalPush {
          * false.
          */
         private boolean read(int s, double cap) {
-            long t0 = System.nanoTime();
-            try { return read0(s, cap); } finally { nsRead += System.nanoTime() - t0; }
-        }
-
-        private boolean read0(int s, double cap) {
             long id = nodeId[s];
             int m = 0;
             double sum = 0;
@@ -298,11 +278,17 @@ public final class LocalPush {
                     if (o == id) {
                         continue;
                     }
-                    int ok = kind(o);
+                    String type = rel.getType().name();
+                    // where the node's label and the type decide the far end, its label is not read
+                    int far = otherEnd(kind[s], type);
+                    int ok = far != 0 ? far : kind(o);
                     if (ok == 0) {
                         continue; // not a node of the walk (a sentence's mention)
                     }
-                    double w = weight(codeOf(rel.getType().name()), kind[s], ok);
+                    if (far != 0) {
+                        kinds.putIfAbsent(o, far);
+                    }
+                    double w = weight(codeOf(type), kind[s], ok);
                     if (w <= 0) {
                         continue;
                     }
@@ -335,60 +321,6 @@ public final class LocalPush {
             counted[s] = true;
             loaded[s] = true;
             return true;
-        }
-
-        /**
-         * Slot {@code s}'s degree from the node's relationship counts per type, which the store
-         * keeps (a look-up, not a read of its edges), over the types whose far end its own
-         * label decides ({@code OTHER_END} of local_ppr.py: a chunk's MENTIONS lead to
-         * entities): its whole degree when every type it has is such a type, else a lower
-         * bound (an entity's MENTIONS may come from sentences, which the walk leaves out).
-         */
-        private void decide(int s) {
-            long t0 = System.nanoTime();
-            try { decide0(s); } finally { nsDecide += System.nanoTime() - t0; }
-        }
-
-        private void decide0(int s) {
-            decided[s] = true;
-            degreeLookups++;
-            Node node = tx.getNodeById(nodeId[s]);
-            // one pass over a small node's chain counts every type; a node past DENSE edges
-            // keeps its counts per type, read in O(1) each (getDegree walks a small node's
-            // whole chain for every type asked)
-            int[] counts = new int[types.length];
-            int seen = 0;
-            boolean dense = false;
-            try (ResourceIterable<Relationship> rels = node.getRelationships(Direction.BOTH, types)) {
-                for (Relationship rel : rels) {
-                    counts[typeIndex(rel.getType().name())]++;
-                    if (++seen > DENSE) {
-                        dense = true;
-                        break;
-                    }
-                }
-            }
-            if (dense) {
-                for (int i = 0; i < types.length; i++) {
-                    counts[i] = node.getDegree(types[i], Direction.BOTH);
-                }
-            }
-            double sum = 0;
-            boolean whole = true;
-            for (int i = 0; i < types.length; i++) {
-                if (counts[i] == 0) {
-                    continue;
-                }
-                String t = types[i].name();
-                int far = otherEnd(kind[s], t);
-                if (far == 0) {
-                    whole = false;
-                } else {
-                    sum += counts[i] * weight(codeOf(t), kind[s], far);
-                }
-            }
-            deg[s] = whole ? sum : Math.max(deg[s], sum);
-            counted[s] = whole;
         }
 
         Output run(String group, List<String> seeds, List<Double> weights) {
@@ -439,19 +371,13 @@ public final class LocalPush {
             while (!queue.isEmpty()) {
                 int s = queue.poll();
                 queued[s] = false;
-                if (!counted[s] && !decided[s]) {
-                    decide(s);
-                    if (r[s] < threshold(s)) {
-                        continue;
-                    }
-                }
                 if (!loaded[s]) {
                     if (rows >= maxRows) {
                         truncated = true;
                         break;
                     }
-                    // a degree not known yet is read only until it puts the node below the threshold
-                    if (!read(s, counted[s] ? Double.POSITIVE_INFINITY : r[s] / eps)) {
+                    // read only until its degree puts it below the threshold
+                    if (!read(s, r[s] / eps)) {
                         continue;
                     }
                 }
@@ -491,7 +417,6 @@ public final class LocalPush {
                 }
             }
             double z = sIso + (1.0 - sIso) / (1.0 - d);
-            long tOut = System.nanoTime();
             List<String> ids = new ArrayList<>();
             List<String> labels = new ArrayList<>();
             List<Double> scores = new ArrayList<>();
@@ -510,19 +435,13 @@ public final class LocalPush {
                 }
                 scores.add(score);
             }
-            nsOut = System.nanoTime() - tOut;
             Map<String, Object> stats = new LinkedHashMap<>();
-            stats.put("ms_decide", nsDecide / 1e6);
-            stats.put("ms_read", nsRead / 1e6);
-            stats.put("ms_kind", nsKind / 1e6);
-            stats.put("ms_out", nsOut / 1e6);
             stats.put("nodes_touched", (long) n);
             stats.put("nodes_read", (long) read);
             stats.put("nodes_counted", (long) countedNodes);
             stats.put("rows_read", rows);
             stats.put("pushes", pushes);
             stats.put("counts_stopped", stoppedCounts);
-            stats.put("degree_lookups", degreeLookups);
             stats.put("residual", residual / z);
             stats.put("error_bound", eps * d / ((1.0 - d) * z));
             stats.put("l1_error_bound", d * residual / ((1.0 - d) * z));
