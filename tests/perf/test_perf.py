@@ -214,11 +214,12 @@ def test_query_suite_measures_the_raw_embedding_beside_each_route(tmp_path: Path
 
 def test_ppr_summary_gives_how_much_the_walk_read_and_its_error_bounds() -> None:
     s = P.ppr_summary([
-        {"solver": "push", "nodes_touched": 10, "l1_error_bound": 1e-5, "eps": 1e-6},
-        {"solver": "push", "nodes_touched": 30, "l1_error_bound": 3e-5, "eps": 1e-7},
+        {"solver": "push", "nodes_touched": 10, "l1_error_bound": 1e-5, "eps": 1e-6, "engine": "in the database"},
+        {"solver": "push", "nodes_touched": 30, "l1_error_bound": 3e-5, "eps": 1e-7, "engine": "from the client"},
         {"solver": "cg", "converged": True},
     ])
     assert s["solver"] == ["cg", "push"] and s["questions"] == 3
+    assert s["engine"] == ["from the client", "in the database"]  # which push engines ran
     assert s["nodes_touched"] == {"p50": 20.0, "max": 30.0}
     assert s["l1_error_bound"]["max"] == 3e-5 and s["eps"]["p50"] == 5.5e-7
     assert "rows_read" not in s  # no question reported it

@@ -735,6 +735,9 @@ PPR_FIGURES = ("nodes_touched", "nodes_read", "degrees_counted", "counts_stopped
 def ppr_summary(stats: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """p50 and max of the ppr stage's figures over a route's questions, and its solvers."""
     out: dict[str, Any] = {"solver": sorted({str(s.get("solver")) for s in stats}), "questions": len(stats)}
+    engines = sorted({str(s["engine"]) for s in stats if s.get("engine")})
+    if engines:
+        out["engine"] = engines
     for key in PPR_FIGURES:
         values = [float(s[key]) for s in stats if isinstance(s.get(key), int | float)]
         if values:

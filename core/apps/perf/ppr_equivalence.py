@@ -64,7 +64,7 @@ def compare_ppr_stage(
                 out[f"{name}_ms"] = (time.perf_counter() - t) * 1000.0
                 ranked[name] = ([e.id for e in probe.entities], _top_chunks(probe, k))
                 if name == "push":
-                    for key in (*PPR_FIGURES, "ranked_error", "certified"):
+                    for key in (*PPR_FIGURES, "ranked_error", "certified", "engine"):
                         out[key] = pctx.stats.get(key)
             (ex_e, ex_c), (pu_e, pu_c) = ranked["exact"], ranked["push"]
             out["entity_overlap"] = len(set(ex_e) & set(pu_e)) / len(ex_e) if ex_e else None
@@ -141,6 +141,7 @@ def ppr_equivalence(
         out["routes"][name] = {
             "questions": len(rows),
             "exact_solver": rows[0]["exact_solver"] if rows else None,
+            "push_engines": sorted({str(v) for v in col("engine") if v is not None}),
             "entity_overlap_mean": _mean(col("entity_overlap")),
             "entity_overlap_min": min((v for v in col("entity_overlap") if v is not None), default=None),
             "chunk_overlap_mean": _mean(col("chunk_overlap")),
