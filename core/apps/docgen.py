@@ -74,7 +74,7 @@ FIELD_NOTES: dict[tuple[type[BaseModel], str], str] = {
     (StageSpec, "with"): "parameters, validated against the stage's `Params` when the route loads",
     (StageSpec, "after"): "in a route that `extends` another: insert this new stage after that top-level id",
     (StageSpec, "before"): "in a route that `extends` another: insert this new stage before that top-level id",
-    (ParallelSpec, "parallel"): "branches (each a list of stage entries) run concurrently on copies of the state",
+    (ParallelSpec, "parallel"): "branches (each a list of stage entries) run on copies of the state, awaited together",
     (ParallelSpec, "id"): "id of the block (toggle it with `--disable ID`); defaults to `parallel`",
     (ParallelSpec, "merge"): "`union`: evidence by id, best score wins; `rrf`: reciprocal-rank fusion",
     (ParallelSpec, "rrf_k"): "the k of RRF: score = sum of 1 / (k + rank)",

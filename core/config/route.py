@@ -66,7 +66,8 @@ class StageSpec(BaseModel):
 
 
 class ParallelSpec(BaseModel):
-    """Branches that run concurrently on copies of the state; their outputs are merged
+    """Branches run on copies of the state and awaited together (they overlap where a stage
+    awaits, e.g. a remote model call); their outputs are merged
     (``union``: by id, best score wins; ``rrf``: reciprocal-rank fusion of evidence)."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
