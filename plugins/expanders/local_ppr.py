@@ -684,10 +684,10 @@ def push_pagerank(
     )
 
 
-# The most edges one in-database push reads: a bound on a question's work (the MuSiQue
-# slice's whole typed graph is ~1.1 M edge ends; the routes' pushes at a million sentences read
-# tens of thousands).
-MAX_PUSH_ROWS = 20_000_000
+# The most edges one in-database push reads: a bound on a question's work, a few seconds of
+# the server's (about a microsecond an edge end). The routes' pushes read tens of thousands;
+# eps 1e-6 on the MuSiQue slice, 1.7 M.
+MAX_PUSH_ROWS = 5_000_000
 
 
 def push_in_database(

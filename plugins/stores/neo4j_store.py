@@ -306,6 +306,10 @@ class _HeldSpace:
     last: tuple[bytes, tuple[tuple[str, float], ...]] | None = None
 
 
+# graphroute.push's VERSION (neo4j-procedures/): a server with another is not used
+PUSH_PROCEDURE_VERSION = 1
+
+
 class Neo4jStore(GraphStore):
     """GraphStore on a Neo4j server (5.26 or 2025+) (see the module docstring for the model)."""
 
@@ -1259,7 +1263,17 @@ class Neo4jStore(GraphStore):
             g=group, seeds=[str(x) for x in seed_ids], weights=[float(w) for w in seed_weights], config=config,
         )
         r = rows[0]
-        return PushedScores(list(r["ids"]), list(r["labels"]), np.asarray(r["scores"], dtype=np.float64), dict(r["stats"]))
+        stats = dict(r["stats"])
+        if stats.get("version") != PUSH_PROCEDURE_VERSION:
+            # a jar from another graphroute may walk or report differently: push from the client
+            self._push_procedure = False
+            logging.getLogger(__name__).warning(
+                "graphroute.push on this server is version %s, not %s: the ppr push runs from the client; "
+                "install this graphroute's neo4j-procedures jar (docs/pages/scaling.md)",
+                stats.get("version"), PUSH_PROCEDURE_VERSION,
+            )
+            return None
+        return PushedScores(list(r["ids"]), list(r["labels"]), np.asarray(r["scores"], dtype=np.float64), stats)
 
     def _has_push(self) -> bool:
         """Whether the server has graphroute's procedures (asked once per store object)."""

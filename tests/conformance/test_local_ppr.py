@@ -197,6 +197,28 @@ def test_the_database_push_stops_reading_a_hub_and_bounds_its_work(store: GraphS
     assert int(capped["rows_read"]) < int(whole["rows_read"])  # type: ignore[call-overload]
 
 
+def test_a_server_push_of_another_version_is_not_used(
+    store: GraphStore, group: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The client uses graphroute.push only at the version it knows; otherwise it pushes from
+    the client and says so once."""
+    if store.backend != "neo4j":
+        pytest.skip("only Neo4j runs the push in the server")
+    from graphroute.plugins.stores import neo4j_store
+
+    monkeypatch.setattr(store, "_push_procedure", None)  # the store's verdict, restored after the test
+    ents = typed_corpus(store, group, 9)
+    clear_derived()
+    seeds = seeds_for(ents, 0)
+    _, stats = run(store, group, seeds, solver="push", push_eps=1e-6, push_tolerance=None, **ROUTE5_PATHS)
+    assert "inside the database" in str(stats["engine"])
+    monkeypatch.setattr(neo4j_store, "PUSH_PROCEDURE_VERSION", neo4j_store.PUSH_PROCEDURE_VERSION + 1)
+    with caplog.at_level("WARNING"):
+        state, stats = run(store, group, seeds, solver="push", push_eps=1e-6, push_tolerance=None, **ROUTE5_PATHS)
+    assert "reads from the neo4j store" in str(stats["engine"]) and state.entities
+    assert any("graphroute.push on this server is version" in r.message for r in caplog.records)
+
+
 def test_push_reads_only_what_its_seeds_reach(store: GraphStore, group: str) -> None:
     """Two disconnected corpora in one group: a walk from one never reads the other, and
     reads less of its own the larger its eps; chunks are ranked by mass without the group's

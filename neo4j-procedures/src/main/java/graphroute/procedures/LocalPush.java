@@ -44,6 +44,9 @@ import org.neo4j.procedure.Procedure;
  * the walk's stats.
  */
 public final class LocalPush {
+    /** What the walk does and returns; the client uses a procedure of the version it knows only. */
+    public static final long VERSION = 1;
+
     @Context
     public Transaction tx;
 
@@ -167,7 +170,7 @@ public final class LocalPush {
             this.d = number(config, "damping", 0.5);
             this.eps = number(config, "eps", 1e-4);
             this.drain = number(config, "drain", 1e-3);
-            this.maxRows = (long) number(config, "max_rows", 20_000_000);
+            this.maxRows = (long) number(config, "max_rows", 5_000_000);
             if (!(d > 0 && d < 1)) {
                 throw new IllegalArgumentException("damping must be in (0, 1), not " + d);
             }
@@ -448,6 +451,7 @@ public final class LocalPush {
             stats.put("truncated", truncated);
             stats.put("seeds_in_graph", (long) found.size());
             stats.put("server_ms", (System.nanoTime() - t0) / 1e6);
+            stats.put("version", VERSION);
             out.ids = ids;
             out.labels = labels;
             out.scores = scores;
