@@ -646,6 +646,11 @@ class GraphStore(ABC):
         embedded store returns None."""
         return None
 
+    def pushes_in_database(self) -> bool:
+        """Whether :meth:`push_pagerank` runs in this backend (what ``graphroute stats``
+        reports as ``ppr_push``)."""
+        return False
+
     @abstractmethod
     def counts(self, group: str) -> dict[str, dict[str, int]]:
         """``{"nodes": {label: n}, "edges": {type: n}, "vectors": {space: n}}``."""

@@ -21,6 +21,8 @@ def group_stats(store: GraphStore, group: str) -> dict[str, Any]:
         "nodes": counts.get("nodes", {}),
         "edges": counts.get("edges", {}),
         "vectors": counts.get("vectors", {}),
+        # where the ppr stage's local push runs on this store (docs/pages/scaling.md)
+        "ppr_push": "inside the database (graphroute.push)" if store.pushes_in_database() else "from the client",
         "invariants": {
             "related_to_budget": {"related_to": related, "limit": 2 * sentences, "ok": related <= 2 * sentences}
         },

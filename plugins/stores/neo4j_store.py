@@ -1275,6 +1275,9 @@ class Neo4jStore(GraphStore):
             return None
         return PushedScores(list(r["ids"]), list(r["labels"]), np.asarray(r["scores"], dtype=np.float64), stats)
 
+    def pushes_in_database(self) -> bool:
+        return self._has_push()
+
     def _has_push(self) -> bool:
         """Whether the server has graphroute's procedures (asked once per store object)."""
         if self._push_procedure is None:

@@ -178,9 +178,13 @@ def test_the_database_push_stops_reading_a_hub_and_bounds_its_work(store: GraphS
 
     walk = Paths(paths.entity, paths.section, paths.similar, paths.shares, paths.hub, paths.mentions, paths.title)
     got = push_in_database(store, group, [s.node_id for s in seeds], np.ones(3), walk, damping=0.5, eps=1e-2)
+    from graphroute.core.index.stats import group_stats
+
     if store.backend != "neo4j":
         assert got is None  # the embedded store has no in-database push: the client pushes
+        assert group_stats(store, group)["ppr_push"] == "from the client"
         return
+    assert group_stats(store, group)["ppr_push"] == "inside the database (graphroute.push)"
     assert got is not None and got.in_database and got.counts_stopped >= 1 and not got.truncated
     exact, _ = run(store, group, seeds, solver="direct", top_k=20, budget=1.0, **ROUTE5_PATHS)
     pushed, stats = run(store, group, seeds, solver="push", push_eps=1e-9, push_tolerance=None, top_k=20, budget=1.0, **ROUTE5_PATHS)

@@ -280,6 +280,8 @@ def stats(
         table.add_row(f"edges:{et}", str(n))
     for sp, n in sorted(data["vectors"].items()):
         table.add_row(f"vectors:{sp}", str(n))
+    if data.get("ppr_push"):
+        table.add_row("ppr push", str(data["ppr_push"]))
     if data.get("index"):
         table.add_section()
         for key, value in _flatten(data["index"]):
