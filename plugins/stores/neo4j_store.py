@@ -580,6 +580,11 @@ class Neo4jStore(GraphStore):
             return {}
         return {k[4:]: int(v) for k, v in rows[0]["p"].items() if k.startswith("dim_")}
 
+    def _read_dims(self, group: str) -> dict[str, int]:
+        """:meth:`_dims` for the query path: read once per store version (a question's vector
+        searches asked the server each time, 1-2 ms apiece)."""
+        return per_version(self, group, "vector_dims", lambda: self._dims(group))
+
     def _dims_recorded(self, group: str, spaces: Collection[str]) -> bool:
         return set(spaces) <= set(self._dims(group))
 
@@ -1545,7 +1550,7 @@ class Neo4jStore(GraphStore):
         if k <= 0:
             return []
         name = _space_name(space)
-        dim = self._dims(group).get(name)
+        dim = self._read_dims(group).get(name)
         if dim is None:
             return []
         q = np.asarray(vector, dtype=np.float32).reshape(-1)
@@ -1615,7 +1620,7 @@ class Neo4jStore(GraphStore):
 
     def get_vectors(self, group: str, space: str, ids: Sequence[str]) -> np.ndarray:
         name = _space_name(space)
-        dim = self._dims(group).get(name, 0)
+        dim = self._read_dims(group).get(name, 0)
         out = np.zeros((len(ids), dim), dtype=np.float32)
         if not dim or not ids:
             return out
