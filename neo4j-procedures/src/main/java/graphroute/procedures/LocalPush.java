@@ -148,9 +148,8 @@ public final class LocalPush {
         private long[] nodeId = new long[1024]; // -1: a seed the group lacks
         private double[] r = new double[1024];
         private double[] q = new double[1024];
-        private double[] deg = new double[1024]; // exact when counted[s], else a lower bound
+        private double[] deg = new double[1024]; // exact once loaded[s], a lower bound before
         private int[] kind = new int[1024];
-        private boolean[] counted = new boolean[1024];
         private boolean[] loaded = new boolean[1024]; // its edges read (nbr, nw)
         private double[] known = new double[1024]; // weights of its edges to loaded nodes: a lower bound of deg
         private boolean[] pushedOnce = new boolean[1024];
@@ -224,7 +223,6 @@ public final class LocalPush {
             q = Arrays.copyOf(q, cap);
             deg = Arrays.copyOf(deg, cap);
             kind = Arrays.copyOf(kind, cap);
-            counted = Arrays.copyOf(counted, cap);
             loaded = Arrays.copyOf(loaded, cap);
             known = Arrays.copyOf(known, cap);
             pushedOnce = Arrays.copyOf(pushedOnce, cap);
@@ -313,7 +311,7 @@ public final class LocalPush {
             for (int j = 0; j < m; j++) {
                 int t = slot(ends[j]);
                 to[j] = t;
-                if (!counted[t]) { // the edge is one of t's too
+                if (!loaded[t]) { // the edge is one of t's too
                     known[t] += endWeights[j];
                     deg[t] = Math.max(deg[t], known[t]);
                 }
@@ -321,7 +319,6 @@ public final class LocalPush {
             nbr[s] = to;
             nw[s] = Arrays.copyOf(endWeights, m);
             deg[s] = sum;
-            counted[s] = true;
             loaded[s] = true;
             return true;
         }
@@ -337,7 +334,7 @@ public final class LocalPush {
                 out.ids = List.of();
                 out.labels = List.of();
                 out.scores = List.of();
-                out.stats = new LinkedHashMap<>();
+                out.stats = new LinkedHashMap<>(Map.of("version", VERSION));
                 return out;
             }
             HashMap<String, Long> found = new HashMap<>();
@@ -346,6 +343,7 @@ public final class LocalPush {
                     Map.of("ids", seeds, "g", group))) {
                 while (res.hasNext()) {
                     Map<String, Object> row = res.next();
+                    // the internal id: deprecated as a key across transactions, the cheapest handle within one
                     found.put((String) row.get("i"), ((Node) row.get("a")).getId());
                 }
             }
@@ -360,7 +358,6 @@ public final class LocalPush {
                 } else { // outside the graph: no edges, keeps its teleport share
                     s = absent.computeIfAbsent(seeds.get(i), x -> newSlot(-1));
                     missing.put(s, seeds.get(i));
-                    counted[s] = true;
                     loaded[s] = true;
                     nbr[s] = new int[0];
                     nw[s] = new double[0];
@@ -406,17 +403,13 @@ public final class LocalPush {
             double sIso = 0;
             double residual = 0;
             int read = 0;
-            int countedNodes = 0;
             for (int s = 0; s < n; s++) {
-                if (counted[s] && deg[s] <= 0) {
+                if (loaded[s] && deg[s] <= 0) {
                     sIso += q[s];
                 }
                 residual += r[s];
-                if (pushedOnce[s]) {
+                if (loaded[s]) {
                     read++;
-                }
-                if (counted[s]) {
-                    countedNodes++;
                 }
             }
             double z = sIso + (1.0 - sIso) / (1.0 - d);
@@ -441,7 +434,7 @@ public final class LocalPush {
             Map<String, Object> stats = new LinkedHashMap<>();
             stats.put("nodes_touched", (long) n);
             stats.put("nodes_read", (long) read);
-            stats.put("nodes_counted", (long) countedNodes);
+            stats.put("nodes_counted", (long) read); // a degree is known exactly once the edges are read
             stats.put("rows_read", rows);
             stats.put("pushes", pushes);
             stats.put("counts_stopped", stoppedCounts);
