@@ -704,7 +704,8 @@ def push_in_database(
     """:func:`push_pagerank`'s walk run inside the database by :meth:`GraphStore.push_pagerank`
     (the same thresholds, DRAIN included, and the same bound); None when the store cannot.
     Its ``ranked_error`` is the L1 bound over the smaller of the ``top_k``-th entity's and
-    chunk's scores (no per-node bounds come back)."""
+    chunk's scores (no per-node bounds come back, so it is the looser of the two
+    certificates)."""
     weights = np.asarray(seed_weights, dtype=np.float64)
     names = ("entity", "section", "similar", "shares", "hub", "mentions", "title")
     got = store.push_pagerank(
@@ -715,7 +716,9 @@ def push_in_database(
         return None
     st = got.stats
     kinds = _kinds(got.labels)
-    smallest = [np.sort(got.scores[kinds == k])[::-1][top_k - 1] for k in (ENT_KIND, CHUNK_KIND) if (kinds == k).sum() >= top_k]
+    # the smallest score ranked: the top_k-th entity's or chunk's (or the last, with fewer)
+    floors = [float(got.scores[top].min()) for wanted in (ENT_KIND, CHUNK_KIND)
+              if len(top := largest(got.scores, np.flatnonzero((kinds == wanted) & (got.scores > 0)), top_k))]
     l1 = float(st.get("l1_error_bound", 0.0))
     return LocalPPR(
         ids=got.ids,
@@ -734,7 +737,7 @@ def push_in_database(
         seeds_in_graph=int(st.get("seeds_in_graph", 0)),
         nodes_pushed=int(st.get("nodes_read", 0)),
         eps=eps,
-        ranked_error=l1 / min(smallest) if smallest and min(smallest) > 0 else float("inf"),
+        ranked_error=l1 / min(floors) if floors else 0.0,  # 0 when nothing is ranked, as the client's
         certified=True,
         counts_stopped=int(st.get("counts_stopped", 0)),
         in_database=True,
