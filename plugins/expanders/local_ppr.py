@@ -75,7 +75,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from dataclasses import astuple, dataclass
+from dataclasses import asdict, astuple, dataclass
 from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
@@ -706,11 +706,9 @@ def push_in_database(
     Its ``ranked_error`` is the L1 bound over the smaller of the ``top_k``-th entity's and
     chunk's scores (no per-node bounds come back, so it is the looser of the two
     certificates)."""
-    weights = np.asarray(seed_weights, dtype=np.float64)
-    names = ("entity", "section", "similar", "shares", "hub", "mentions", "title")
     got = store.push_pagerank(
-        group, list(seed_ids), weights.tolist(), types=paths.edge_types(), weights=dict(zip(names, astuple(paths), strict=True)),
-        damping=damping, eps=eps, drain=DRAIN, max_rows=MAX_PUSH_ROWS,
+        group, list(seed_ids), np.asarray(seed_weights, dtype=np.float64).tolist(), types=paths.edge_types(),
+        weights=asdict(paths), damping=damping, eps=eps, drain=DRAIN, max_rows=MAX_PUSH_ROWS,
     )
     if got is None:
         return None

@@ -345,7 +345,7 @@ class Neo4jStore(GraphStore):
         self.vector_quantization = vector_quantization
         self.index_wait_s = index_wait_s  # how long bulk_load waits for its index builds
         self._edge_types = {str(t) for t in EdgeType} | {str(t) for t in extra_edge_types}
-        self._push_procedure: bool | None = None  # graphroute.push in the server (_has_push)
+        self._push_procedure: bool | None = None  # graphroute.push in the server (pushes_in_database)
         bad = [t for t in self._edge_types if not _TYPE_RE.match(t)]
         if bad:
             raise StoreError(f"edge types {bad} must match {_TYPE_RE.pattern}")
@@ -1255,7 +1255,7 @@ class Neo4jStore(GraphStore):
     ) -> PushedScores | None:
         # One call: the walk reads the edges where they are, instead of a store round trip
         # per frontier (neo4j-procedures/, installed in the server's plugins directory).
-        if not self._has_push():
+        if not self.pushes_in_database():
             return None
         config = {
             "damping": float(damping), "eps": float(eps), "drain": float(drain), "max_rows": int(max_rows),
@@ -1281,10 +1281,7 @@ class Neo4jStore(GraphStore):
         return PushedScores(list(r["ids"]), list(r["labels"]), np.asarray(r["scores"], dtype=np.float64), stats)
 
     def pushes_in_database(self) -> bool:
-        return self._has_push()
-
-    def _has_push(self) -> bool:
-        """Whether the server has graphroute's procedures (asked once per store object)."""
+        # whether the server has graphroute's procedures, asked once per store object
         if self._push_procedure is None:
             try:
                 rows = self._query(
