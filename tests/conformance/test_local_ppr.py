@@ -108,6 +108,7 @@ def test_push_stays_within_its_bound_and_ranks_as_the_exact_solver(
                                push_engine=engine, **paths)
             assert stats["solver"] == "push" and str(stats["engine"]).startswith("forward push")
             assert ("inside the database" in str(stats["engine"])) == in_database
+            assert stats["seeds_in_graph"] == len({s.node_id for s in seeds if degree.get(s.node_id, 0.0) > 0})
             outside = {s.node_id for s in seeds} - set(g.index)  # seeds without a typed edge
             assert 0 < int(stats["nodes_touched"]) <= len(g.ids) + len(outside)  # type: ignore[call-overload]
             bound = float(stats["error_bound"])  # type: ignore[arg-type]

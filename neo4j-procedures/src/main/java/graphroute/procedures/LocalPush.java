@@ -442,7 +442,9 @@ public final class LocalPush {
             stats.put("error_bound", eps * d / ((1.0 - d) * z));
             stats.put("l1_error_bound", d * residual / ((1.0 - d) * z));
             stats.put("truncated", truncated);
-            stats.put("seeds_in_graph", (long) found.size());
+            // seeds with a typed edge, as the client push counts them: a seed found in the group
+            // is always read at least in part, so a degree above zero says it has one
+            stats.put("seeds_in_graph", Arrays.stream(seedSlots).distinct().filter(s -> deg[s] > 0).count());
             stats.put("server_ms", (System.nanoTime() - t0) / 1e6);
             stats.put("version", VERSION);
             out.ids = ids;
