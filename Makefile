@@ -20,7 +20,7 @@ $(VENV)/.installed-$(EXTRAS): pyproject.toml
 
 install: $(VENV)/.installed-$(EXTRAS)
 
-# The demo needs only the offline models (graphroute[local]: spaCy, onnxruntime, no torch).
+# The demo needs only the offline models (graphroute[local]: spaCy, OpenVINO, no torch).
 DEMO_EXTRAS ?= local
 demo:
 	$(MAKE) install EXTRAS=$(DEMO_EXTRAS)
