@@ -44,8 +44,10 @@ converted back to plain cosine so both backends return the same scores.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import logging
+import math
 import re
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
@@ -346,6 +348,7 @@ class Neo4jStore(GraphStore):
         self.index_wait_s = index_wait_s  # how long bulk_load waits for its index builds
         self._edge_types = {str(t) for t in EdgeType} | {str(t) for t in extra_edge_types}
         self._push_procedure: bool | None = None  # graphroute.push in the server (pushes_in_database)
+        self._text_shares: dict[tuple[str, str], float] = {}  # (full-text index, group): its share of the last hits
         bad = [t for t in self._edge_types if not _TYPE_RE.match(t)]
         if bad:
             raise StoreError(f"edge types {bad} must match {_TYPE_RE.pattern}")
@@ -1378,12 +1381,27 @@ class Neo4jStore(GraphStore):
         # equal scores by id, so a tie at the k-th place does not depend on the index's order
         return [(i, sc) for i, sc, _ in sorted(hits, key=lambda h: (-h[1], h[0]))[:k]]
 
+    def _text_fetch(self, index: str, group: str, k: int) -> int:
+        """How many hits to ask a full-text index for, to keep ``k`` of the group's: the
+        index holds every group's nodes, so k over the group's share of the hits it gave
+        lately, with half again for room, and ``oversample`` x k before it has answered
+        (or at most). A group alone on its server asks for 1.5 k, not 10 k; a fetch that
+        falls short is asked again for more (``_fulltext``)."""
+        share = self._text_shares.get((index, group))
+        factor = self.oversample if share is None else min(self.oversample, 1.5 / max(share, 1e-6))
+        return max(k, math.ceil(k * max(factor, 1.0)))
+
+    def _saw_text(self, index: str, group: str, mine: int, seen: int) -> None:
+        """Record the group's share of the hits a full-text query returned."""
+        if seen > 0:
+            self._text_shares[(index, group)] = mine / seen
+
     def _fulltext(self, index: str, lucene: str, group: str, k: int, *, texts: bool = False) -> list[tuple[str, float, str]]:
         """(id, score, indexed text or "") of the group's hits of a Lucene query, at least
         ``k`` of them when there are (all that one fetch returned), in the index's order. The
         index holds every group's nodes: ask for more hits than k and keep the group's, more
         again while the group's are crowded out (as vector_search does)."""
-        fetch = k * max(self.oversample, 1)
+        fetch = self._text_fetch(index, group, k)
         text = "node.p_" + next(c for c, i in TEXT_INDEXES.values() if i == index) if texts else "''"
         while True:
             rows = self._query(
@@ -1397,6 +1415,7 @@ class Neo4jStore(GraphStore):
             )
             mine = [(str(i), float(sc), str(t or "")) for i, sc, t in rows[0]["mine"]] if rows else []
             seen = int(rows[0]["seen"]) if rows else 0
+            self._saw_text(index, group, len(mine), seen)
             if len(mine) >= k or seen < fetch:  # enough, or the index has no more matches
                 return mine
             fetch *= 8
@@ -1434,7 +1453,7 @@ class Neo4jStore(GraphStore):
             return None  # chunks only: every group's chunks are in gr_text
         column, index = TEXT_INDEXES[str(label)]
         out: list[list[str]] = [[] for _ in lookups]
-        asked: list[dict[str, Any]] = [{"i": i, "q": q, "fetch": m.limit * max(self.oversample, 1), "limit": m.limit}
+        asked: list[dict[str, Any]] = [{"i": i, "q": q, "fetch": self._text_fetch(index, group, m.limit), "limit": m.limit}
                                        for i, m in enumerate(lookups) if (q := self._match_query(m))]
         if not asked:
             return out
@@ -1444,10 +1463,12 @@ class Neo4jStore(GraphStore):
             "full-text search",
             f"UNWIND $asked AS a CALL (a) {{ CALL db.index.fulltext.queryNodes('{index}', a.q, {{limit: a.fetch}}) "
             "YIELD node WITH collect(CASE WHEN node.group = $g THEN node END) AS mine, count(*) AS seen "
-            f"RETURN [n IN mine[..a.limit] | n.p_{column}] AS mine, seen }} RETURN a.i AS i, mine, seen",
+            f"RETURN [n IN mine[..a.limit] | n.p_{column}] AS mine, size(mine) AS kept, seen }} RETURN a.i AS i, mine, kept, seen",
             asked=asked, g=group,
         )
         by_i = {int(r["i"]): r for r in rows}
+        for r in rows:
+            self._saw_text(index, group, int(r["kept"]), int(r["seen"]))
         for a in asked:
             i, lucene, fetch = int(a["i"]), str(a["q"]), int(a["fetch"])
             m, r = lookups[i], by_i.get(i)
@@ -1600,7 +1621,7 @@ class Neo4jStore(GraphStore):
             try:
                 rows = self._vector_rows(first, index=f"gr_{prop}", fetch=fetch, q=qv, g=group, k=k)
                 scores = [float(r["score"]) for r in rows]
-                if any(a < b for a, b in zip(scores, scores[1:])):
+                if any(a < b for a, b in itertools.pairwise(scores)):
                     rows = self._vector_rows("RETURN node.id AS id, score ORDER BY score DESC, id LIMIT $k",
                                              index=f"gr_{prop}", fetch=fetch, q=qv, g=group, k=k)
             except StoreError as exc:

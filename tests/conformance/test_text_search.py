@@ -45,6 +45,32 @@ def test_full_text_search_keeps_to_the_group(store: GraphStore, make_group: obje
     assert ctx.stats["engine"] == ("bm25s in the client" if store.backend == "embedded" else "store full-text index")
 
 
+def test_a_full_text_fetch_learns_the_groups_share_and_still_finds_a_crowded_group(
+    store: GraphStore, make_group: object
+) -> None:
+    """Neo4j asks its full-text index for k over the group's share of the hits it saw
+    lately (1.5 k for a group alone), and asks again for more when another group's hits
+    crowd the group's out of that fetch."""
+    if store.backend == "embedded":
+        pytest.skip("the embedded store has no text index")
+    from graphroute.plugins.stores.neo4j_store import Neo4jStore
+
+    assert isinstance(store, Neo4jStore)
+    group, crowd = make_group(), make_group()  # type: ignore[operator]
+    store.write(group, chunks(group, 8, prefix="lone"))
+    index = "gr_text"
+    assert store._text_fetch(index, group, 10) == 10 * store.oversample  # nothing seen yet
+    # words only this group holds: every hit is the group's
+    assert {h for h, _ in store.search_text(group, "lone words: Chunk 0 glaciers", 3) or []} >= {"lone000"}
+    store._text_shares[(index, group)] = 1.0
+    assert store._text_fetch(index, group, 10) == 15
+    store.write(crowd, chunks(crowd, 300, prefix="x"))  # the same words, many more chunks
+    hits = store.search_text(group, "Which glacier carved the fjords?", 3)
+    assert hits is not None and {h for h, _ in hits} == {"lone000", "lone004"}
+    assert store._text_shares[(index, group)] < 0.5  # the fetches that held the crowd taught the share
+    assert store._text_fetch(index, group, 10) > 30
+
+
 def test_passage_seeds_from_bm25_rank_as_the_bm25_stage(
     store: GraphStore, make_group: object, monkeypatch: pytest.MonkeyPatch
 ) -> None:
