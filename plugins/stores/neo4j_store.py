@@ -1382,11 +1382,11 @@ class Neo4jStore(GraphStore):
         return [(i, sc) for i, sc, _ in sorted(hits, key=lambda h: (-h[1], h[0]))[:k]]
 
     def _text_fetch(self, index: str, group: str, k: int) -> int:
-        """How many hits to ask a full-text index for, to keep ``k`` of the group's: the
-        index holds every group's nodes, so k over the group's share of the hits it gave
-        lately, with half again for room, and ``oversample`` x k before it has answered
-        (or at most). A group alone on its server asks for 1.5 k, not 10 k; a fetch that
-        falls short is asked again for more (``_fulltext``)."""
+        """How many hits to ask a full-text index for, to keep ``k`` of the group's. The
+        index holds every group's nodes, so: k over the group's share of the hits its last
+        answer held, with half again for room; ``oversample`` x k before any answer, and
+        never more. A group alone on its server asks for 1.5 k, not 10 k; a fetch that falls
+        short is asked again for more (``_fulltext``, ``match_texts``)."""
         share = self._text_shares.get((index, group))
         factor = self.oversample if share is None else min(self.oversample, 1.5 / max(share, 1e-6))
         return max(k, math.ceil(k * max(factor, 1.0)))
