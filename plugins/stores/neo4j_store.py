@@ -263,6 +263,12 @@ def _batches(rows: Sequence[T], size: int = _BATCH) -> Iterator[Sequence[T]]:
     return batched(rows, size)
 
 
+# How a vector-index search keeps the group's k hits among its candidates: the first k in
+# the index's best-first yield order, or (if that order ever comes back unsorted) k by sorting
+_BEST_FIRST = "WITH node, score LIMIT $k"
+_SORTED = "WITH node, score ORDER BY score DESC, node.id LIMIT $k"
+
+
 def _space_name(space: str) -> str:
     s = str(space)
     if not _SPACE_RE.match(s):
@@ -1613,17 +1619,15 @@ class Neo4jStore(GraphStore):
 
         fetch = k * max(self.oversample, 1)
         # queryNodes yields its neighbours best first (Lucene's top hits), so the group's
-        # first k are its k best: no ORDER BY over every candidate, which read the id of each
-        # (10,000 for Route 5's 1,000 passage seeds: 34 -> 23 ms at a million sentences). A
+        # first k are its k best: no ORDER BY over every candidate, which would read the id of
+        # each (10,000 for Route 5's 1,000 passage seeds: 11 ms at a million sentences). A
         # yield order that ever came back unsorted is answered by the sorting statement.
-        first = "WITH node, score LIMIT $k RETURN node.id AS id, score"
         for _ in range(3):
             try:
-                rows = self._vector_rows(first, index=f"gr_{prop}", fetch=fetch, q=qv, g=group, k=k)
+                rows = self._vector_rows(_BEST_FIRST, prop, qv, group, fetch, k)
                 scores = [float(r["score"]) for r in rows]
                 if any(a < b for a, b in itertools.pairwise(scores)):
-                    rows = self._vector_rows("RETURN node.id AS id, score ORDER BY score DESC, id LIMIT $k",
-                                             index=f"gr_{prop}", fetch=fetch, q=qv, g=group, k=k)
+                    rows = self._vector_rows(_SORTED, prop, qv, group, fetch, k)
             except StoreError as exc:
                 if isinstance(exc.__cause__, ClientError):  # index missing or not online yet
                     break
@@ -1636,13 +1640,15 @@ class Neo4jStore(GraphStore):
         self.last_search_path = "index+exact"
         return self._exact(group, prop, qv, k, None)
 
-    def _vector_rows(self, tail: str, **params: Any) -> list[dict[str, Any]]:
-        """The group's hits of one vector-index query, ``tail`` choosing and returning them."""
+    def _vector_rows(self, pick: str, prop: str, qv: list[float], group: str, fetch: int, k: int) -> list[dict[str, Any]]:
+        """The group's hits among ``fetch`` candidates of the space's vector index, ``pick``
+        choosing k of them."""
         return self._rows(
             "vector index search",
-            f"CALL db.index.vector.queryNodes($index, $fetch, $q) YIELD node, score WITH node, score WHERE node.group = $g {tail}",
+            "CALL db.index.vector.queryNodes($index, $fetch, $q) YIELD node, score WITH node, score "
+            f"WHERE node.group = $g {pick} RETURN node.id AS id, score",
             ("id", "score"),
-            **params,
+            index=f"gr_{prop}", fetch=fetch, q=qv, g=group, k=k,
         )
 
     def get_vectors(self, group: str, space: str, ids: Sequence[str]) -> np.ndarray:

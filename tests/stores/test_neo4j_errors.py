@@ -117,6 +117,14 @@ def test_index_path_keeps_k_hits_for_a_crowded_small_group(index_store: GraphSto
         assert index_store.last_search_path == "index"
         exact = {big_ids[j] for j in np.argsort(-(near @ q))[:10]}
         assert len(hits) == 10 and len(exact & {h[0] for h in hits}) >= 8
+        # the statement that answers if the index ever yields out of order keeps the same hits
+        from graphroute.plugins.stores.neo4j_store import _BEST_FIRST, _SORTED
+
+        prop, qv = "vec_chunk_24", [float(x) for x in q]
+        best_first = index_store._vector_rows(_BEST_FIRST, prop, qv, big, 40, 10)
+        assert len(best_first) == 10
+        assert [r["id"] for r in best_first] == [r["id"] for r in index_store._vector_rows(_SORTED, prop, qv, big, 40, 10)]
+        assert [r["score"] for r in best_first] == sorted((r["score"] for r in best_first), reverse=True)
         # the same vector again with a smaller k: the first hits of that search, not another
         sent: list[str] = []
         real_rows = index_store._rows
