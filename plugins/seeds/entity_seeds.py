@@ -504,6 +504,16 @@ Strategy = Literal["exact", "normalized", "alias", "variant", "fuzzy", "substrin
 # the reference's six-strategy cascade (the default)
 ALL_STRATEGIES: tuple[Strategy, ...] = ("exact", "normalized", "alias", "fuzzy", "substring", "embedding")
 _DIGITS = re.compile(r"\d+")
+# strategies that match a whole name or key, not a near one
+_STRICT: frozenset[Strategy] = frozenset({"exact", "normalized", "alias", "variant"})
+# "A and B", "A & B", "A, B and C": a span NER tagged as one name that joins several
+_COORDINATION = re.compile(r"\s*(?:,|&|\band\b)\s*")
+
+
+def coordinated_parts(name: str) -> list[str]:
+    """The names ``name`` joins with "and", "&" or commas; ``[name]`` when it joins none."""
+    parts = [p for p in _COORDINATION.split(name) if any(ch.isalnum() for ch in p)]
+    return parts if len(parts) > 1 else [name]
 
 
 # Candidates a name reads from a store's name index for the fuzzy strategy (Lucene's best
@@ -624,6 +634,14 @@ class SeedResolution(Stage):
             description="Divide each seed's weight by the number of chunks that mention its entity "
             "(HippoRAG's node specificity), so a rare name in the question outweighs a common one.",
         )
+        split_coordinated: bool = Field(
+            False,
+            description="A name that joins names with 'and', '&' or commas ('Marie Curie and Pierre Curie': "
+            "offline NER often tags a coordination as one span) and matches no entity exactly, by its "
+            "normalised name, alias or variant key is resolved as the names it joins, when one of them "
+            "matches that strictly; each then runs the whole cascade as its own name. An entity named "
+            "with 'and' ('Procter and Gamble') matches whole and is not split.",
+        )
         engine: NamesEngine = Field(
             "auto",
             description="Where the cascade finds its entities. auto: the store's index of entity names where it "
@@ -695,6 +713,29 @@ class SeedResolution(Stage):
                 return hit, strategy, float(score)
         return None
 
+    def _split_coordinated(
+        self, seed_names: Sequence[str], phrases: set[str], names: Names, ctx: StageContext, group: str
+    ) -> tuple[list[str], dict[str, str]]:
+        """The names to resolve: ``seed_names`` with each coordination that matches no entity
+        strictly replaced by the names it joins, when one of them does (``split_coordinated``);
+        and each such part's whole name."""
+        out: list[str] = []
+        split: dict[str, str] = {}
+        for name in dict.fromkeys(seed_names):
+            parts = coordinated_parts(name) if self.params.split_coordinated else [name]
+            if len(parts) > 1:
+                strict = [s for s in self._strategies(name in phrases) if s in _STRICT]
+                if self._cascade(name, names, ctx, group, strict) is None and any(
+                    self._cascade(p, names, ctx, group, strict) is not None for p in parts
+                ):
+                    for p in parts:
+                        if p not in split and p not in seed_names:
+                            split[p] = name
+                            out.append(p)
+                    continue
+            out.append(name)
+        return out, split
+
     def _substring(self, norm: str, lex: Lexicon, *, outer: bool = True) -> str | None:
         """The most specific entity inside the name (longest), else (``outer``) the most
         mentioned entity whose name contains it; whole words only."""
@@ -721,7 +762,8 @@ class SeedResolution(Stage):
         # reach it are embedded together in one model call (was: one call per name, each
         # costing about as much as the question's own embedding), then finish the cascade.
         phrases: set[str] = state.extras.get(NOUN_PHRASES_KEY, set())
-        cascades = {n: self._strategies(n in phrases) for n in dict.fromkeys(state.seed_names)}
+        seed_names, split = self._split_coordinated(state.seed_names, phrases, names, ctx, state.group)
+        cascades = {n: self._strategies(n in phrases or split.get(n) in phrases) for n in dict.fromkeys(seed_names)}
         cuts = {n: (c.index("embedding") if "embedding" in c else len(c)) for n, c in cascades.items()}
         early = {n: self._cascade(n, names, ctx, state.group, c[: cuts[n]]) for n, c in cascades.items()}
         late = [n for n, r in early.items() if r is None and normalize_name(n) and cuts[n] < len(cascades[n])]
@@ -730,7 +772,7 @@ class SeedResolution(Stage):
             if callable(embed_queries):
                 with suppress(Exception):  # a failure here resurfaces per name below, handled there
                     embed_queries(late)
-        for name in state.seed_names:
+        for name in seed_names:
             check_deadline("seed_resolution")
             rest = cascades[name][cuts[name]:]
             res = early[name] or (self._cascade(name, names, ctx, state.group, rest) if name in late else None)
@@ -738,7 +780,8 @@ class SeedResolution(Stage):
                 unresolved.append(name)
                 continue
             node, strategy, score = res
-            report.append({"name": name, "node": node, "strategy": strategy, "score": round(score, 4)})
+            report.append({"name": name, "node": node, "strategy": strategy, "score": round(score, 4)}
+                          | ({"part_of": split[name]} if name in split else {}))
             if node in have:
                 continue
             have.add(node)

@@ -59,11 +59,13 @@ def write_entities(store: GraphStore, group: str, crowd: str) -> None:
                               ent(crowd, "nyc", "NYC", 70, ["New York City"])])
 
 
-def resolve(store: GraphStore, group: str, name: str, engine: str = "auto") -> tuple[list[tuple[str | None, str]], StageContext]:
+def resolve(
+    store: GraphStore, group: str, name: str, engine: str = "auto", **params: object
+) -> tuple[list[tuple[str | None, str]], StageContext]:
     state = QueryState("q", group)
     state.seed_names = [name]
     ctx = StageContext(services=Services(store, group), stage_id="seed_resolution")
-    SeedResolution(SeedResolution.Params(strategies=STRATEGIES, engine=engine)).run(state, ctx)  # type: ignore[arg-type]
+    SeedResolution(SeedResolution.Params(strategies=STRATEGIES, engine=engine, **params)).run(state, ctx)  # type: ignore[arg-type]
     return [(s.node_id, s.strategy) for s in state.seeds], ctx
 
 
@@ -85,6 +87,25 @@ def test_every_strategy_resolves_the_same_entity_from_the_store_and_the_client(s
         assert candidates is not None and {n.id for n in candidates} == {"ent:carl rogers", "ent:car"}  # car: carl~1
         assert [n.id for n in store.entity_candidates(group, "date", outer=2) or []] == ["ent:date of birth", "ent:due date"]
         assert store.entity_candidates(group, "?!") == []
+
+
+def test_a_coordination_tagged_as_one_name_resolves_as_the_names_it_joins(store: GraphStore, make_group: object) -> None:
+    group, crowd = make_group(), make_group()  # type: ignore[operator]
+    write_entities(store, group, crowd)
+    store.write(group, nodes=[ent(group, "procter and gamble", "Procter and Gamble", 2), ent(group, "gamble", "Gamble", 1)])
+    for engine in ("auto", "client"):
+        # "Carl Rogers" matches exactly, so each joined name runs its own cascade ("Aschenbrodel": variant)
+        got, ctx = resolve(store, group, "Carl Rogers and Aschenbrodel", engine)
+        assert got == [("ent:carl rogers", "exact"), ("ent:aschenbrödel", "variant")], engine
+        assert [s["part_of"] for s in ctx.stats["seeds"]] == ["Carl Rogers and Aschenbrodel"] * 2
+        # not split, the whole name finds one of the two (the longer name inside it)
+        whole, _ = resolve(store, group, "Carl Rogers and Aschenbrodel", engine, split_coordinated=False)
+        assert whole == [("ent:carl rogers", "substring")], engine
+        # an entity named with "and" matches whole
+        assert resolve(store, group, "Procter and Gamble", engine)[0] == [("ent:procter and gamble", "exact")]
+        # no joined name matches strictly: the whole name's cascade, as without splitting
+        for name in ("Karl Rogers & Aschenbrodl", "Karl Rogers, Nyc2 and Datte"):
+            assert resolve(store, group, name, engine)[0] == resolve(store, group, name, engine, split_coordinated=False)[0], name
 
 
 def test_a_group_written_before_the_name_index_resolves_in_the_client_until_upgraded(store: GraphStore, make_group: object) -> None:
