@@ -21,7 +21,7 @@ import itertools
 import math
 import re
 import unicodedata
-from collections.abc import Callable, Iterable, Sequence, Set
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Literal, Protocol
@@ -213,6 +213,13 @@ class NegativeFloor(StageParams):
         "in some chunk (one word between allowed: an initial, 'of'), not only occur in one chunk "
         "('Fist Power' is not found in a passage about a fist and electric power).",
     )
+    coordinated_names: bool = Field(
+        False,
+        description="With `names_in_corpus`: a name that joins names with 'and' or '&' ('How are Carl "
+        "Rogers and Person-centered therapy related?') is also found when each name it joins is, in "
+        "chunks of its own; without, all its words must stand in one chunk, as for a company named "
+        "'Procter and Gamble'.",
+    )
     absent_nouns: bool = Field(
         False,
         description="Not found when a noun of the question (spaCy's tagger) occurs in no chunk of the "
@@ -246,6 +253,36 @@ def _question_tokens(question: str) -> list[tuple[bool, str]]:
     return out
 
 
+# joiners that may also join two names ("Carl Rogers and Person-centered therapy")
+_COORDINATORS = frozenset(["and", "&"])
+
+
+def _name_runs(question: str) -> list[list[list[str]]]:
+    """The question's names as their capitalised words, each name cut where "and" or "&"
+    joined its words (one piece when nothing did)."""
+    names: list[list[list[str]]] = []
+    run: list[list[str]] = []
+    joined = False
+    for may_name, tok in _question_tokens(question):
+        if may_name and tok[:1].isupper():
+            if not run:
+                run = [[]]
+            run[-1].append(tok)
+            joined = False
+            continue
+        if run and tok.lower() in _NAME_JOINERS and not joined:
+            joined = True
+            if tok.lower() in _COORDINATORS:
+                run.append([])
+            continue
+        if run:
+            names.append(run)
+        run, joined = [], False
+    if run:
+        names.append(run)
+    return names
+
+
 def question_names(question: str) -> list[tuple[str, ...]]:
     """The names a question mentions, each as its normalised words.
 
@@ -253,23 +290,20 @@ def question_names(question: str) -> list[tuple[str, ...]]:
     at the question's first word, which is capitalised anyway, and ended by punctuation (a
     comma between two names, a closing quote); hyphenated parts count as words
     ("Jong-chul" -> jong, chul). Words of one letter (initials) and stopwords are dropped."""
-    names: list[tuple[str, ...]] = []
-    run: list[str] = []
-    joined = False
-    for may_name, tok in _question_tokens(question):
-        if may_name and tok[:1].isupper():
-            run.append(tok)
-            joined = False
-            continue
-        if run and tok.lower() in _NAME_JOINERS and not joined:
-            joined = True
-            continue
-        if run:
-            names.append(_name_words(run))
-        run, joined = [], False
-    if run:
-        names.append(_name_words(run))
+    names = [_name_words([t for piece in run for t in piece]) for run in _name_runs(question)]
     return [n for n in names if n]
+
+
+def question_name_parts(question: str) -> dict[tuple[str, ...], list[tuple[str, ...]]]:
+    """For each name of :func:`question_names` that joins names with "and" or "&", the
+    names it joins, each as its normalised words."""
+    out: dict[tuple[str, ...], list[tuple[str, ...]]] = {}
+    for run in _name_runs(question):
+        whole = _name_words([t for piece in run for t in piece])
+        parts = [p for p in (_name_words(piece) for piece in run) if p]
+        if whole and len(parts) > 1:
+            out[whole] = parts
+    return out
 
 
 def _name_words(tokens: list[str]) -> tuple[str, ...]:
@@ -807,20 +841,29 @@ def spelled_out(question: str, lexicon: CorpusTerms) -> frozenset[str]:
 
 
 def missing_names(question: str, floor: NegativeFloor, lexicon: CorpusTerms,
-                  names: Sequence[Sequence[str]], pairs: Sequence[tuple[str, str]]) -> list[str]:
+                  names: Sequence[Sequence[str]], pairs: Sequence[tuple[str, str]],
+                  parts: Mapping[tuple[str, ...], Sequence[Sequence[str]]] | None = None) -> list[str]:
     """The names (or, with ``name_phrases``, the word pairs of names) and the words written as
-    code (:func:`code_words`) of the question that the corpus does not hold. The question is
-    parsed (for :func:`name_describers`) only when a name or a pair is missing on its words
+    code (:func:`code_words`) of the question that the corpus does not hold; a name of
+    ``parts`` (:func:`question_name_parts`) is held when each name it joins is. The question
+    is parsed (for :func:`name_describers`) only when a name or a pair is missing on its words
     alone."""
     absent_codes = [c for c in sorted(code_words(question)) if not lexicon.writes(c)]
     if absent_codes:
         return absent_codes
     spelled = spelled_out(question, lexicon)
     describers: frozenset[str] | None = None
-    missing = [n for n in names if not name_found(n, lexicon, spelled, frozenset())]
+    joined = parts or {}
+
+    def found(n: Sequence[str], describe: frozenset[str]) -> bool:
+        return name_found(n, lexicon, spelled, describe) or (
+            tuple(n) in joined and all(name_found(p, lexicon, spelled, describe) for p in joined[tuple(n)])
+        )
+
+    missing = [n for n in names if not found(n, frozenset())]
     if missing:
         describers = name_describers(question)
-        missing = [n for n in missing if not name_found(n, lexicon, spelled, describers)]
+        missing = [n for n in missing if not found(n, describers)]
         if missing:
             return [" ".join(n) for n in missing]
     if not floor.name_phrases:
@@ -872,11 +915,12 @@ def negative_reason(
     if floor.needs_lexicon() and lexicon is not None:
         lex = lexicon()
         names = question_names(question) if floor.names_in_corpus else []
+        parts = question_name_parts(question) if floor.names_in_corpus and floor.coordinated_names else {}
         pairs = question_name_pairs(question) if floor.names_in_corpus and floor.name_phrases else []
         terms = sorted(content_terms(question)) if floor.min_term_coverage > 0 else []
-        lex.prepare(names, terms, pairs)
+        lex.prepare([*names, *(p for ps in parts.values() for p in ps)], terms, pairs)
         if floor.names_in_corpus:
-            missing = missing_names(question, floor, lex, names, pairs)
+            missing = missing_names(question, floor, lex, names, pairs, parts)
             if missing:
                 info["names_not_in_corpus"] = missing
                 return "name_not_in_corpus", info

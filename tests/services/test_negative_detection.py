@@ -15,6 +15,7 @@ from graphroute.plugins.synthesizers.builtin import (
     negative_reason,
     question_acronyms,
     question_name_pairs,
+    question_name_parts,
     question_names,
     question_nouns,
     spelled_acronyms,
@@ -249,3 +250,19 @@ def test_code_the_corpus_never_writes_is_not_found() -> None:
     assert negative_reason("What is the default value of upload.timeout?", [ev("x")], floor, lambda: config)[0] is None
     reason, info = negative_reason("What is the default value of upload.note?", [ev("x")], floor, lambda: config)
     assert reason == "name_not_in_corpus" and info["names_not_in_corpus"] == ["upload.note"]
+
+
+def test_a_name_joining_two_names_is_found_when_each_one_is() -> None:
+    q = "How are Hollins Freight and Roamwise related?"
+    assert question_names(q) == [("hollin", "freight", "roamwise")]
+    assert question_name_parts(q) == {("hollin", "freight", "roamwise"): [("hollin", "freight"), ("roamwise",)]}
+    shipped = NegativeFloor(names_in_corpus=True, name_phrases=True, coordinated_names=True)
+    # the two names stand in different passages: found as two names, not as one
+    assert negative_reason(q, [ev(CORPUS[1])], shipped, lambda: PAIRS)[0] is None
+    reason, info = negative_reason(q, [ev(CORPUS[1])], NegativeFloor(names_in_corpus=True, name_phrases=True), lambda: PAIRS)
+    assert reason == "name_not_in_corpus" and info["names_not_in_corpus"] == ["hollin freight roamwise"]
+    # one of them is nowhere: still not found
+    reason, info = negative_reason("How are Hollins Freight and Quillmoor related?", [ev(CORPUS[1])], shipped, lambda: PAIRS)
+    assert reason == "name_not_in_corpus" and info["names_not_in_corpus"] == ["hollin freight quillmoor"]
+    # "of" joins words of one name, not two names
+    assert question_name_parts("Who is the Chief Financial Officer of Larkspur Systems?") == {}
