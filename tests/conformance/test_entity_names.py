@@ -95,17 +95,18 @@ def test_a_coordination_tagged_as_one_name_resolves_as_the_names_it_joins(store:
     store.write(group, nodes=[ent(group, "procter and gamble", "Procter and Gamble", 2), ent(group, "gamble", "Gamble", 1)])
     for engine in ("auto", "client"):
         # "Carl Rogers" matches exactly, so each joined name runs its own cascade ("Aschenbrodel": variant)
-        got, ctx = resolve(store, group, "Carl Rogers and Aschenbrodel", engine)
+        got, ctx = resolve(store, group, "Carl Rogers and Aschenbrodel", engine, split_coordinated=True)
         assert got == [("ent:carl rogers", "exact"), ("ent:aschenbrödel", "variant")], engine
         assert [s["part_of"] for s in ctx.stats["seeds"]] == ["Carl Rogers and Aschenbrodel"] * 2
-        # not split, the whole name finds one of the two (the longer name inside it)
-        whole, _ = resolve(store, group, "Carl Rogers and Aschenbrodel", engine, split_coordinated=False)
+        # not split (the default), the whole name finds one of the two (the longer name inside it)
+        whole, _ = resolve(store, group, "Carl Rogers and Aschenbrodel", engine)
         assert whole == [("ent:carl rogers", "substring")], engine
         # an entity named with "and" matches whole
-        assert resolve(store, group, "Procter and Gamble", engine)[0] == [("ent:procter and gamble", "exact")]
+        assert resolve(store, group, "Procter and Gamble", engine, split_coordinated=True)[0] == [
+            ("ent:procter and gamble", "exact")]
         # no joined name matches strictly: the whole name's cascade, as without splitting
         for name in ("Karl Rogers & Aschenbrodl", "Karl Rogers, Nyc2 and Datte"):
-            assert resolve(store, group, name, engine)[0] == resolve(store, group, name, engine, split_coordinated=False)[0], name
+            assert resolve(store, group, name, engine, split_coordinated=True)[0] == resolve(store, group, name, engine)[0], name
 
 
 def test_a_group_written_before_the_name_index_resolves_in_the_client_until_upgraded(store: GraphStore, make_group: object) -> None:
