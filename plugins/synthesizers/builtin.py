@@ -215,8 +215,8 @@ class NegativeFloor(StageParams):
     )
     coordinated_names: bool = Field(
         False,
-        description="With `names_in_corpus`: a name that joins names with 'and' or '&' ('How are Carl "
-        "Rogers and Person-centered therapy related?') is also found when each name it joins is, in "
+        description="With `names_in_corpus`: a name that joins names with 'and' ('How are Carl Rogers "
+        "and Person-centered therapy related?') is also found when each name it joins is, in "
         "chunks of its own; without, all its words must stand in one chunk, as for a company named "
         "'Procter and Gamble'.",
     )
@@ -253,13 +253,14 @@ def _question_tokens(question: str) -> list[tuple[bool, str]]:
     return out
 
 
-# joiners that may also join two names ("Carl Rogers and Person-centered therapy")
-_COORDINATORS = frozenset(["and", "&"])
+# the joiner that may also join two names ("Carl Rogers and Person-centered therapy"); "&" is
+# no token of the question here, so "Procter & Gamble" stays one name
+_COORDINATORS = frozenset(["and"])
 
 
 def _name_runs(question: str) -> list[list[list[str]]]:
-    """The question's names as their capitalised words, each name cut where "and" or "&"
-    joined its words (one piece when nothing did)."""
+    """The question's names as their capitalised words, each name cut where "and" joined its
+    words (one piece when nothing did)."""
     names: list[list[list[str]]] = []
     run: list[list[str]] = []
     joined = False
@@ -295,8 +296,8 @@ def question_names(question: str) -> list[tuple[str, ...]]:
 
 
 def question_name_parts(question: str) -> dict[tuple[str, ...], list[tuple[str, ...]]]:
-    """For each name of :func:`question_names` that joins names with "and" or "&", the
-    names it joins, each as its normalised words."""
+    """For each name of :func:`question_names` that joins names with "and", the names it
+    joins, each as its normalised words."""
     out: dict[tuple[str, ...], list[tuple[str, ...]]] = {}
     for run in _name_runs(question):
         whole = _name_words([t for piece in run for t in piece])
