@@ -719,10 +719,12 @@ class SeedResolution(Stage):
         """The names to resolve: ``seed_names`` with each coordination that matches no entity
         strictly replaced by the names it joins, when one of them does (``split_coordinated``);
         and each such part's whole name."""
+        if not self.params.split_coordinated:
+            return list(seed_names), {}
         out: list[str] = []
         split: dict[str, str] = {}
         for name in dict.fromkeys(seed_names):
-            parts = coordinated_parts(name) if self.params.split_coordinated else [name]
+            parts = coordinated_parts(name)
             if len(parts) > 1:
                 strict = [s for s in self._strategies(name in phrases) if s in _STRICT]
                 if self._cascade(name, names, ctx, group, strict) is None and any(

@@ -291,7 +291,7 @@ def question_names(question: str) -> list[tuple[str, ...]]:
     at the question's first word, which is capitalised anyway, and ended by punctuation (a
     comma between two names, a closing quote); hyphenated parts count as words
     ("Jong-chul" -> jong, chul). Words of one letter (initials) and stopwords are dropped."""
-    names = [_name_words([t for piece in run for t in piece]) for run in _name_runs(question)]
+    names = [_run_words(run) for run in _name_runs(question)]
     return [n for n in names if n]
 
 
@@ -300,11 +300,16 @@ def question_name_parts(question: str) -> dict[tuple[str, ...], list[tuple[str, 
     joins, each as its normalised words."""
     out: dict[tuple[str, ...], list[tuple[str, ...]]] = {}
     for run in _name_runs(question):
-        whole = _name_words([t for piece in run for t in piece])
+        whole = _run_words(run)
         parts = [p for p in (_name_words(piece) for piece in run) if p]
         if whole and len(parts) > 1:
             out[whole] = parts
     return out
+
+
+def _run_words(run: list[list[str]]) -> tuple[str, ...]:
+    """A whole name's words, the names it joins taken together."""
+    return _name_words([t for piece in run for t in piece])
 
 
 def _name_words(tokens: list[str]) -> tuple[str, ...]:

@@ -512,7 +512,6 @@ public final class LocalPush {
             // is always read at least in part, so a degree above zero says it has one
             stats.put("seeds_in_graph", Arrays.stream(seedSlots).distinct().filter(s -> deg[s] > 0).count());
             stats.put("server_ms", (System.nanoTime() - t0) / 1e6);
-
             stats.put("version", VERSION);
             out.ids = ids;
             out.labels = labels;
