@@ -133,3 +133,19 @@ def test_a_question_is_checked_in_a_few_store_round_trips(
         assert got == negative_reason(q, evidence, floor, lambda: lex), q
         unknown = [t for t in builtin.content_terms(q) if terms._df_of.get(t) == 0]
         assert 2 <= len(calls) <= 4 + 3 * len(unknown), (q, calls)
+
+
+def test_a_word_count_is_the_groups_own_beside_another_group(store: GraphStore, make_group: object) -> None:
+    """count_texts counts the asked group's chunks only, with another group holding the same
+    words on the same server (and index); a group alone on its server skips that filter."""
+    mine, other = make_group(), make_group()  # type: ignore[operator]
+    store.write(mine, chunks(mine, DOCS[:3]))
+    store.write(other, chunks(other, DOCS))
+    words = ["france", "freight", "office", "travel"]
+    lex = CorpusLexicon.build(f"{t}\n{x}" for t, x in DOCS[:3])
+    got = store.count_texts(mine, words)
+    if got is None:
+        pytest.skip(f"the {store.backend} store keeps no full-text index")
+    assert got == [sum(w in builtin.lexicon_terms(f"{t}\n{x}") for t, x in DOCS[:3]) for w in words]
+    assert got != store.count_texts(other, words)
+    assert [lex.idf(w) for w in words] == pytest.approx([StoreTerms(store, mine).idf(w) for w in words])
