@@ -21,10 +21,11 @@ from typing import Any
 from graphroute.core.api.constants import DEFAULT_ROUTE
 from graphroute.core.api.models import QueryResult
 from graphroute.core.api.store import GraphStore
+from graphroute.core.config.clients import component_params
 from graphroute.core.config.overrides import Overrides, overrides_from_mapping
 from graphroute.core.config.resolve import ResolvedRoute, load_route
-from graphroute.core.config.settings import Settings
-from graphroute.core.errors import StoreError
+from graphroute.core.config.settings import STORE_PARAMS_ENV, Settings
+from graphroute.core.errors import ConfigError, StoreError
 from graphroute.core.query.runner import check_question, run_route
 from graphroute.core.query.services import Services
 from graphroute.core.registry import Registry, get_registry
@@ -32,14 +33,21 @@ from graphroute.core.registry import Registry, get_registry
 
 def open_store(location: str, *, settings: Settings | None = None, registry: Registry | None = None) -> GraphStore:
     """Open a store location with the first backend that handles it (a directory means the
-    embedded store; ``neo4j://`` / ``bolt://`` URIs the Neo4j store)."""
+    embedded store; ``neo4j://`` / ``bolt://`` URIs the Neo4j store), with that backend's
+    parameters from ``settings.store_params`` (``GRAPHROUTE_STORE_PARAMS``)."""
     registry = registry or get_registry()
     settings = settings or Settings()
+    known = ", ".join(registry.stores.names()) or "none"
+    unknown = sorted(set(settings.store_params) - set(registry.stores.names()))
+    if unknown:
+        raise ConfigError(
+            f"{STORE_PARAMS_ENV} names no installed store backend: {', '.join(unknown)} (installed: {known})"
+        )
     for entry in registry.stores.entries.values():
         if entry.cls.handles(location):
-            backend = entry.cls()
+            given = settings.store_params.get(entry.cls.name, {})
+            backend = entry.cls(component_params(entry.cls, given, f"{STORE_PARAMS_ENV}, store backend {entry.cls.name!r}"))
             return backend.open(location, settings=settings)
-    known = ", ".join(registry.stores.names()) or "none"
     raise StoreError(f"no store backend handles {location!r} (installed backends: {known})")
 
 

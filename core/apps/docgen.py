@@ -258,7 +258,7 @@ def components_page(registry: Registry) -> str:
         ("Extractors", registry.extractors, "Find entities and relations (`extractor` parameter of the entity graph step)."),
         ("Index steps", registry.index_steps, "Run after parsing, in profile order (`steps:` of an index profile)."),
         ("LLM clients", registry.llm_clients, "Chat completions for stages that can use an LLM (`GRAPHROUTE_LLM`)."),
-        ("Store backends", registry.stores, "Open a store location (`--store`); the first that handles it wins."),
+        ("Store backends", registry.stores, "Open a store location (`--store`); the first that handles it wins. A backend's parameters come from `GRAPHROUTE_STORE_PARAMS` ([Stores](../configuration.md#stores))."),
     ]
     out = [HEADER, "# Component catalog\n\n",
            "Index-side and service components the built-in plugins register. Index profiles name "

@@ -9,9 +9,9 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from graphroute.core.api.components import LLMClient
+from graphroute.core.api.components import Component, ComponentParams, LLMClient
 from graphroute.core.config.settings import Settings
-from graphroute.core.errors import LLMConfigError
+from graphroute.core.errors import ConfigError, LLMConfigError
 from graphroute.core.registry import Registry
 from pydantic import ValidationError
 
@@ -55,18 +55,23 @@ def _client_name(env: Mapping[str, str]) -> str:
     return name
 
 
-def make_llm(registry: Registry, name: str, params: dict[str, object]) -> LLMClient:
-    """Instantiate a registered LLM client, turning bad parameters into a clear error."""
-    cls = registry.llm_clients.get(name)  # unknown name: PluginError listing the known ones
+def component_params(
+    cls: type[Component], given: Mapping[str, Any], what: str, error: type[ConfigError] = ConfigError
+) -> ComponentParams:
+    """``cls.Params`` of ``given``, a bad key or value raised as ``error``: which ``what``
+    (e.g. "LLM client 'openai'"), what is wrong, and the parameters it knows."""
     try:
-        p = cls.Params(**params)
+        return cls.Params(**given)
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors())
         fields = ", ".join(cls.Params.model_fields)
-        raise LLMConfigError(
-            f"LLM client {name!r}: invalid parameters ({problems}); known parameters: {fields}"
-        ) from None
-    return cls(p)
+        raise error(f"{what}: invalid parameters ({problems}); known parameters: {fields}") from None
+
+
+def make_llm(registry: Registry, name: str, params: dict[str, object]) -> LLMClient:
+    """Instantiate a registered LLM client, turning bad parameters into a clear error."""
+    cls = registry.llm_clients.get(name)  # unknown name: PluginError listing the known ones
+    return cls(component_params(cls, params, f"LLM client {name!r}", LLMConfigError))
 
 
 def llm_factory(settings: Settings, registry: Registry) -> Callable[[], LLMClient | None]:

@@ -6,9 +6,11 @@ Secrets (API keys) are only ever read here, from the environment, and are never 
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from graphroute.core.errors import ConfigError
 from graphroute.core.lib.paths import default_cache_dir
@@ -19,6 +21,10 @@ DEFAULT_GROUP = "default"
 # document. Every stage's work is linear in the question, and this bounds that work.
 DEFAULT_MAX_QUESTION_CHARS = 4_000
 MAX_QUESTION_ENV = "GRAPHROUTE_MAX_QUESTION_CHARS"
+# The store backends' parameters, a JSON object keyed by backend name, e.g.
+# '{"neo4j": {"exact_max": 5000}}': each backend takes its own, so one setting serves a
+# shell that opens both an embedded and a Neo4j store.
+STORE_PARAMS_ENV = "GRAPHROUTE_STORE_PARAMS"
 
 
 def _env_int(name: str, default: int) -> int:
@@ -34,6 +40,22 @@ def _env_int(name: str, default: int) -> int:
     return value
 
 
+def _env_store_params() -> dict[str, dict[str, Any]]:
+    raw = os.environ.get(STORE_PARAMS_ENV, "").strip()
+    if not raw:
+        return {}
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{STORE_PARAMS_ENV} is not valid JSON ({exc.msg} at char {exc.pos})") from None
+    if not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):
+        raise ConfigError(
+            f"{STORE_PARAMS_ENV} must be a JSON object of objects keyed by store backend, "
+            'e.g. \'{"neo4j": {"exact_max": 5000}}\''
+        )
+    return value
+
+
 @dataclass
 class Settings:
     store: str = field(default_factory=lambda: os.environ.get("GRAPHROUTE_STORE", DEFAULT_STORE))
@@ -45,6 +67,8 @@ class Settings:
     openai_base_url: str = field(default_factory=lambda: os.environ.get("OPENAI_BASE_URL", ""))
     voyage_api_key: str = field(default_factory=lambda: os.environ.get("VOYAGE_API_KEY", ""), repr=False)
     max_question_chars: int = field(default_factory=lambda: _env_int(MAX_QUESTION_ENV, DEFAULT_MAX_QUESTION_CHARS))
+    # per store backend (by name), the parameters it opens a store with: GRAPHROUTE_STORE_PARAMS
+    store_params: dict[str, dict[str, Any]] = field(default_factory=_env_store_params)
 
     def public(self) -> dict[str, str]:
         """Settings safe to print or log."""

@@ -198,3 +198,16 @@ def test_a_small_group_s_space_is_read_once_and_searched_in_the_client(monkeypat
     finally:
         store.delete_group(group)
         store.close()
+
+
+@needs_server
+def test_store_params_reach_the_neo4j_backend() -> None:
+    """GRAPHROUTE_STORE_PARAMS' neo4j section sets the Neo4j store's parameters."""
+    settings = Settings(neo4j_password=PASSWORD, store_params={"neo4j": {"exact_max": 7, "oversample": 3}})
+    store = open_store(NEO4J_URI, settings=settings)
+    assert isinstance(store, Neo4jStore)
+    assert (store.exact_max, store.oversample) == (7, 3)
+    default = open_store(NEO4J_URI, settings=Settings(neo4j_password=PASSWORD))
+    assert isinstance(default, Neo4jStore) and (default.exact_max, default.oversample) == (2_000, 10)
+    store.close()
+    default.close()
