@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import selectors
 import threading
 import time
 from collections.abc import Sequence
@@ -221,10 +222,17 @@ async def _arun_route(
 
 
 class _ThreadLoop:
-    """The event loop :func:`run_route` runs on in one thread, closed when the thread ends."""
+    """The event loop :func:`run_route` runs on in one thread, closed when the thread ends.
+
+    Its selector is ``poll``, not the default ``epoll``: an epoll set lives in the kernel and
+    a forked child shares it (a library's ``multiprocessing`` worker: OpenVINO's telemetry
+    forks one when it reads a model). When the child's copy of the loop is closed or
+    collected, its unregistering empties the parent's set too, and the parent's loop never
+    again hears a worker thread finish: a stage in a thread (an LLM call) waits forever. A
+    poll loop keeps its registrations in the process; it watches one wake-up socket here."""
 
     def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
+        self.loop = asyncio.SelectorEventLoop(getattr(selectors, "PollSelector", selectors.SelectSelector)())
 
     def close(self) -> None:
         """Cancel what is left, shut the loop down and close it (idempotent)."""

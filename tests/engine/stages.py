@@ -98,9 +98,27 @@ class WhichLoop(Stage):
         raise NotImplementedError
 
 
+THREADED: list[str] = []
+
+
+class InThread(Stage):
+    """Runs in a worker thread, as network-bound stages do."""
+
+    name = "t_thread"
+    kind = StageKind.EXPANDER
+    consumes = (Slot.QUERY,)
+    produces = (Slot.EVIDENCE,)
+
+    async def arun(self, state: QueryState, ctx: StageContext) -> None:
+        await asyncio.to_thread(self.run, state, ctx)
+
+    def run(self, state: QueryState, ctx: StageContext) -> None:
+        THREADED.append(state.question)
+
+
 @hookimpl
 def register_expanders() -> list[type[Stage]]:
-    return [FixedEvidence, WhichLoop]
+    return [FixedEvidence, WhichLoop, InThread]
 
 
 @hookimpl

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import textwrap
 import threading
 from pathlib import Path
@@ -15,6 +16,7 @@ from graphroute.core.api.store import GraphStore
 from graphroute.core.config.overrides import overrides_from_cli
 from graphroute.core.config.resolve import load_route
 from graphroute.core.engine import open_store
+from graphroute.core.query import runner
 from graphroute.core.query.runner import merge_states, run_route
 from graphroute.core.query.services import Services
 from graphroute.core.registry import Registry, build_registry
@@ -138,3 +140,30 @@ def test_run_route_keeps_a_loop_per_thread_and_a_failure_closes_it(
     gc.collect()
     theirs = test_stages.LOOPS[-1]
     assert theirs is not test_stages.LOOPS[-2] and theirs.is_closed()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_leaves_the_parents_loop_alone(tmp_path: Path, registry: Registry, services: Services) -> None:
+    """A library's forked worker (OpenVINO's telemetry forks one when it reads a model) drops
+    the thread loops it inherited when it ends; the parent's loop must still hear its
+    worker threads finish, or a stage in a thread (an LLM call) waits forever."""
+    route = load_route(route_file(tmp_path, "name: threaded\nstages:\n  - {use: t_thread}\n"), registry, environ={})
+    test_stages.THREADED.clear()
+
+    def questions() -> None:
+        run_route(route, "one", services)  # this thread's loop now exists
+        pid = os.fork()
+        if pid == 0:  # the child: what a multiprocessing worker's end does to the thread-locals
+            try:
+                runner._thread.held = None
+                gc.collect()
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
+        run_route(route, "two", services)
+
+    asking = threading.Thread(target=questions, daemon=True)
+    asking.start()
+    asking.join(timeout=60)
+    assert not asking.is_alive(), "the second question never heard its worker thread finish"
+    assert test_stages.THREADED == ["one", "two"]
