@@ -4,13 +4,12 @@ the LLM client that ``GRAPHROUTE_LLM`` names (or ``GRAPHROUTE_LLM_MODEL`` alone:
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from graphroute.core.api.components import Component, ComponentParams, LLMClient
-from graphroute.core.config.settings import Settings
+from graphroute.core.config.settings import Settings, env_json
 from graphroute.core.errors import ConfigError, LLMConfigError
 from graphroute.core.registry import Registry
 from pydantic import ValidationError
@@ -34,11 +33,9 @@ def llm_params_from_env(environ: dict[str, str] | None = None) -> tuple[str | No
     name = _client_name(env)
     if not name or name.lower() in ("none", "off", "0", "false"):
         return None, {}
-    raw = env.get(ENV_LLM_PARAMS, "").strip() or "{}"
-    try:
-        params = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise LLMConfigError(f"{ENV_LLM_PARAMS} is not valid JSON ({exc.msg} at char {exc.pos})") from None
+    params = env_json(ENV_LLM_PARAMS, env, LLMConfigError)
+    if params is None:
+        params = {}
     if not isinstance(params, dict):
         raise LLMConfigError(f"{ENV_LLM_PARAMS} must be a JSON object, e.g. '{{\"model\": \"gpt-4.1-mini\"}}'")
     model = env.get(ENV_LLM_MODEL, "").strip()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,14 +41,22 @@ def _env_int(name: str, default: int) -> int:
     return value
 
 
-def _env_store_params() -> dict[str, dict[str, Any]]:
-    raw = os.environ.get(STORE_PARAMS_ENV, "").strip()
+def env_json(name: str, environ: Mapping[str, str] | None = None, error: type[ConfigError] = ConfigError) -> Any:
+    """The JSON value of the environment variable ``name``, None when it is unset or blank;
+    text that is not JSON is an ``error`` saying where it breaks."""
+    raw = (os.environ if environ is None else environ).get(name, "").strip()
     if not raw:
-        return {}
+        return None
     try:
-        value = json.loads(raw)
+        return json.loads(raw)
     except json.JSONDecodeError as exc:
-        raise ConfigError(f"{STORE_PARAMS_ENV} is not valid JSON ({exc.msg} at char {exc.pos})") from None
+        raise error(f"{name} is not valid JSON ({exc.msg} at char {exc.pos})") from None
+
+
+def _env_store_params() -> dict[str, dict[str, Any]]:
+    value = env_json(STORE_PARAMS_ENV)
+    if value is None:
+        return {}
     if not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):
         raise ConfigError(
             f"{STORE_PARAMS_ENV} must be a JSON object of objects keyed by store backend, "
