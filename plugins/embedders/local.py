@@ -16,6 +16,10 @@ model was 141 MB against 271 MB (the int8 weights stay int8), and a one-sentence
 in 1.1 ms against 2.7 ms.
 
 The model is loaded once per process (module-level cache).
+
+OpenVINO's usage telemetry stays off unless the user opted in to it: on import, OpenVINO
+sends an event to Google Analytics from a forked process, and counts a missing consent file
+as consent. :func:`hide_openvino_telemetry` turns that into "no file, no telemetry".
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import functools
 import importlib.util
 import os
 import queue
+import sys
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -289,7 +294,34 @@ def load_model(
         return model
 
 
+def hide_openvino_telemetry() -> bool:
+    """Keep ``import openvino`` from sending usage telemetry; True when it was hidden.
+
+    OpenVINO's model tools (``openvino.tools.ovc``, imported by ``import openvino``) send a
+    "general_import" event through ``openvino_telemetry`` unless its consent file
+    (``~/intel/openvino_telemetry``) says "0", and a missing file counts as consent; the send
+    forks a process that looks up www.google-analytics.com. Unless the file says "1" (the
+    user opted in with OpenVINO's ``opt_in_out --opt_in``), the package is marked absent in
+    ``sys.modules``, so OpenVINO falls back to its own no-op stub. A process that imported
+    OpenVINO before this is left as it is."""
+    if "openvino_telemetry" in sys.modules and sys.modules["openvino_telemetry"] is None:
+        return True
+    if "openvino" in sys.modules:
+        return False
+    try:
+        from openvino_telemetry.utils.opt_in_checker import ConsentCheckResult, OptInChecker
+    except ImportError:
+        return False
+    if OptInChecker().check(enable_opt_in_dialog=False, disable_in_ci=True) == ConsentCheckResult.ACCEPTED:
+        return False
+    for name in [m for m in sys.modules if m == "openvino_telemetry" or m.startswith("openvino_telemetry.")]:
+        del sys.modules[name]
+    sys.modules["openvino_telemetry"] = None  # type: ignore[assignment]
+    return True
+
+
 def _load(path: str, tokenizer_path: str, max_length: int, threads: int, precision: str) -> OnnxModel:
+    hide_openvino_telemetry()
     import openvino as ov
     from tokenizers import Tokenizer
 

@@ -157,3 +157,43 @@ def test_threads_embedding_at_once_each_get_their_own_vectors() -> None:
         together = np.stack(list(pool.map(embedder.embed_query, texts)))
     assert float((alone * together).sum(axis=1).min()) > 0.99995
     assert len({round(float(v[0]), 6) for v in together}) > 20  # distinct texts, distinct vectors
+
+
+TELEMETRY_PROBE = """
+import sys
+seen = []
+sys.addaudithook(lambda event, args: seen.append(event) if event in ("os.fork", "socket.getaddrinfo") else None)
+from graphroute.plugins.embedders.local import load_model
+load_model().encode(["a question"])
+print(seen, sys.modules.get("openvino_telemetry") is None)
+"""
+
+
+def _telemetry_probe(home: Path) -> str:
+    env = {k: v for k, v in os.environ.items() if k not in ("CI", "TF_BUILD", "JENKINS_URL")} | {"HOME": str(home)}
+    proc = subprocess.run([sys.executable, "-c", TELEMETRY_PROBE], capture_output=True, text=True, env=env, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip()
+
+
+def test_loading_the_model_sends_no_telemetry_without_an_opt_in(tmp_path: Path) -> None:
+    """With no OpenVINO consent file (which OpenVINO counts as consent) loading the model
+    forks nothing, looks no host up and writes nothing to the home directory."""
+    assert _telemetry_probe(tmp_path) == "[] True"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_opt_out_and_an_opt_in_are_kept(tmp_path: Path) -> None:
+    """OpenVINO's own consent file decides when it exists: "0" keeps the telemetry off (the
+    package stays hidden all the same), "1" leaves it to OpenVINO."""
+    consent = tmp_path / "intel" / "openvino_telemetry"
+    consent.parent.mkdir()
+    consent.write_text("0")
+    assert _telemetry_probe(tmp_path) == "[] True"
+    consent.write_text("1")
+    probe = subprocess.run(
+        [sys.executable, "-c", "from graphroute.plugins.embedders.local import hide_openvino_telemetry as h; print(h())"],
+        capture_output=True, text=True, env={k: v for k, v in os.environ.items() if k != "CI"} | {"HOME": str(tmp_path)},
+        timeout=120, check=False,
+    )
+    assert probe.stdout.strip() == "False", probe.stderr
