@@ -315,7 +315,7 @@ class _HeldSpace:
 
 
 # graphroute.push's VERSION (neo4j-procedures/): a server with another is not used
-PUSH_PROCEDURE_VERSION = 1
+PUSH_PROCEDURE_VERSION = 2
 
 
 class Neo4jStore(GraphStore):

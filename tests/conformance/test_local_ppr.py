@@ -224,6 +224,33 @@ def test_a_server_push_of_another_version_is_not_used(
     assert any("graphroute.push on this server is version" in r.message for r in caplog.records)
 
 
+@pytest.mark.parametrize("paths", [{}, ROUTE5_PATHS], ids=["route2-paths", "route5-paths"])
+def test_the_server_push_and_the_client_push_rank_alike(store: GraphStore, group: str, paths: dict[str, float]) -> None:
+    """graphroute.push walks in rounds as the client push does, so whichever engine runs, a
+    bounded push ranks the same entities and chunks in the same order with the same scores
+    (a push visiting one node at a time meets the same bound but ranks otherwise)."""
+    if store.backend != "neo4j":
+        pytest.skip("only Neo4j runs the push in the server")
+    ents = typed_corpus(store, group, 5)
+    clear_derived()
+    for k in range(3):
+        seeds = seeds_for(ents, k)
+        for eps in (1e-3, 1e-4):
+            ranked = {}
+            for engine in ("auto", "client"):
+                state, stats = run(store, group, seeds, solver="push", push_eps=eps, push_tolerance=None, top_k=10,
+                                   budget=1.0, push_engine=engine, **paths)
+                assert ("inside the database" in str(stats["engine"])) == (engine == "auto")
+                mass = state.node_scores
+                assert isinstance(mass, NodeMass)
+                ranked[engine] = ([(e.id, e.score) for e in state.entities], mass.top(10))
+            (server_ents, server_chunks), (client_ents, client_chunks) = ranked["auto"], ranked["client"]
+            assert [e for e, _ in server_ents] == [e for e, _ in client_ents], (k, eps)
+            assert [c for c, _ in server_chunks] == [c for c, _ in client_chunks], (k, eps)
+            for (_, a), (_, b) in zip([*server_ents, *server_chunks], [*client_ents, *client_chunks], strict=True):
+                assert a == pytest.approx(b, rel=1e-9)
+
+
 def test_push_reads_only_what_its_seeds_reach(store: GraphStore, group: str) -> None:
     """Two disconnected corpora in one group: a walk from one never reads the other, and
     reads less of its own the larger its eps; chunks are ranked by mass without the group's

@@ -37,6 +37,12 @@ import org.neo4j.procedure.Procedure;
  * when it returns every residual is below {@code eps * deg}, and each score is below the
  * exact one by at most {@code eps * d * deg / ((1 - d) Z)}: the same bound.
  *
+ * <p>It pushes in rounds, as the client push does: every node over its threshold at the start
+ * of a round is read and pushed with the residual it holds then, and what they spread waits
+ * for the next round. So both engines rank alike. Visiting nodes one at a time (first in, first
+ * out) met the same bound but ranked route5_unified's entities worse: on the MuSiQue slice their
+ * top 10 agreed 0.81 with the exact solve's, in rounds 0.86, for a quarter more edges read.
+ *
  * <p>Arguments: the group, the seed ids (a node's {@code id} property) and their weights, and a
  * config map: {@code damping}, {@code eps}, {@code drain}, {@code types} (the walked edge types),
  * {@code weights} (the path weights by name: entity, section, similar, shares, hub, mentions,
@@ -46,7 +52,7 @@ import org.neo4j.procedure.Procedure;
  */
 public final class LocalPush {
     /** What the walk does and returns; the client uses a procedure of the version it knows only. */
-    public static final long VERSION = 1;
+    public static final long VERSION = 2;
 
     @Context
     public Transaction tx;
@@ -434,36 +440,50 @@ public final class LocalPush {
             for (int s : seedSlots) {
                 consider(s, queue);
             }
+            rounds:
             while (!queue.isEmpty()) {
-                int s = queue.poll();
-                queued[s] = false;
-                if (!loaded[s]) {
-                    if (rows >= maxRows) {
-                        truncated = true;
-                        break;
+                // this round's nodes: those over their threshold now; the mass they spread
+                // queues the next round's
+                int[] cand = new int[queue.size()];
+                int kept = 0;
+                for (int c = 0; c < cand.length; c++) {
+                    int s = queue.poll();
+                    queued[s] = false;
+                    if (!loaded[s]) {
+                        if (rows >= maxRows) {
+                            truncated = true;
+                            break rounds;
+                        }
+                        // read only until its degree puts it below the threshold
+                        if (!read(s, r[s] / eps)) {
+                            continue;
+                        }
                     }
-                    // read only until its degree puts it below the threshold
-                    if (!read(s, r[s] / eps)) {
-                        continue;
+                    if (r[s] > 0 && r[s] >= threshold(s)) {
+                        cand[kept++] = s;
                     }
                 }
-                if (r[s] <= 0 || r[s] < threshold(s)) {
-                    continue;
+                double[] mass = new double[kept];
+                for (int c = 0; c < kept; c++) {
+                    int s = cand[c];
+                    mass[c] = r[s];
+                    q[s] += r[s];
+                    r[s] = 0;
+                    pushedOnce[s] = true;
                 }
-                pushedOnce[s] = true;
-                pushes++;
-                double m = r[s];
-                q[s] += m;
-                r[s] = 0;
-                if (deg[s] <= 0) {
-                    continue; // no typed edge: its mass teleports back, it stays where it is
-                }
-                double share = d * m / deg[s];
-                int[] to = nbr[s];
-                double[] w = nw[s];
-                for (int j = 0; j < to.length; j++) {
-                    r[to[j]] += share * w[j];
-                    consider(to[j], queue);
+                pushes += kept;
+                for (int c = 0; c < kept; c++) {
+                    int s = cand[c];
+                    if (deg[s] <= 0) {
+                        continue; // no typed edge: its mass teleports back, it stays where it is
+                    }
+                    double share = d * mass[c] / deg[s];
+                    int[] to = nbr[s];
+                    double[] w = nw[s];
+                    for (int j = 0; j < to.length; j++) {
+                        r[to[j]] += share * w[j];
+                        consider(to[j], queue);
+                    }
                 }
             }
             double sIso = 0;
