@@ -225,8 +225,8 @@ class _ThreadLoop:
     """The event loop :func:`run_route` runs on in one thread, closed when the thread ends.
 
     Its selector is ``poll``, not the default ``epoll``: an epoll set lives in the kernel and
-    a forked child shares it (a library's ``multiprocessing`` worker: OpenVINO's telemetry
-    forks one when it reads a model). When the child's copy of the loop is closed or
+    a forked child shares it (a library's ``multiprocessing`` worker, e.g. OpenVINO's
+    telemetry where the user opted in to it). When the child's copy of the loop is closed or
     collected, its unregistering empties the parent's set too, and the parent's loop never
     again hears a worker thread finish: a stage in a thread (an LLM call) waits forever. A
     poll loop keeps its registrations in the process; it watches one wake-up socket here."""

@@ -144,7 +144,7 @@ def test_run_route_keeps_a_loop_per_thread_and_a_failure_closes_it(
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 def test_a_forked_child_leaves_the_parents_loop_alone(tmp_path: Path, registry: Registry, services: Services) -> None:
-    """A library's forked worker (OpenVINO's telemetry forks one when it reads a model) drops
+    """A library's forked worker (OpenVINO's telemetry forks one where it is on) drops
     the thread loops it inherited when it ends; the parent's loop must still hear its
     worker threads finish, or a stage in a thread (an LLM call) waits forever."""
     route = load_route(route_file(tmp_path, "name: threaded\nstages:\n  - {use: t_thread}\n"), registry, environ={})

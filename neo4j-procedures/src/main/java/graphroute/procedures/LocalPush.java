@@ -39,9 +39,10 @@ import org.neo4j.procedure.Procedure;
  *
  * <p>It pushes in rounds, as the client push does: every node over its threshold at the start
  * of a round is read and pushed with the residual it holds then, and what they spread waits
- * for the next round. So both engines rank alike. Visiting nodes one at a time (first in, first
- * out) met the same bound but ranked route5_unified's entities worse: on the MuSiQue slice their
- * top 10 agreed 0.81 with the exact solve's, in rounds 0.86, for a quarter more edges read.
+ * for the next round. So both engines rank alike. Why not one node at a time (first in, first
+ * out): that meets the same bound but ranks route5_unified's entities worse (on the MuSiQue
+ * slice their top 10 agrees 0.81 with the exact solve's, in rounds 0.86, for a quarter more
+ * edges read).
  *
  * <p>Arguments: the group, the seed ids (a node's {@code id} property) and their weights, and a
  * config map: {@code damping}, {@code eps}, {@code drain}, {@code types} (the walked edge types),
