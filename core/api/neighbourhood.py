@@ -156,12 +156,10 @@ class PushedScores:
     as the client push computes it; nodes the walk touched, those above zero), ``labels[i]``
     its label; ``stats`` the walk's figures (``nodes_touched``, ``nodes_read``,
     ``rows_read``, ``pushes``, ``residual``, ``error_bound``, ``l1_error_bound``,
-    ``truncated``, ``seeds_in_graph``, ``server_ms``); ``entity_degrees`` the degrees of the
-    best-scored entities asked for (``spread_entities``), by id."""
+    ``truncated``, ``seeds_in_graph``, ``server_ms``)."""
 
     ids: list[str]
     labels: list[str]
     scores: np.ndarray
     stats: Mapping[str, float | int | bool]
-    entity_degrees: Mapping[str, float] | None = None
 

@@ -524,17 +524,6 @@ class GraphStore(ABC):
         no such degrees (the default): a caller counts with :meth:`neighbour_counts`."""
         return None
 
-    def edge_totals(self, group: str, starts: Collection[tuple[str, str]]) -> dict[tuple[str, str], int] | None:
-        """The group's edges of each ``(label, type)`` in ``starts``, counted at their start
-        node (an edge ``a -> b`` counts for ``(a's label, its type)``): one aggregate in the
-        backend, nothing listed into the client. Every asked pair is in the result (0 when
-        the group has none). None when the backend cannot count them so (the default): the
-        push then leaves its scores as they are (:mod:`~graphroute.plugins.expanders.local_ppr`).
-
-        Example: ``store.edge_totals("docs", [("TextChunk", "MENTIONS")])`` ->
-        ``{("TextChunk", "MENTIONS"): 48210}``."""
-        return None
-
     def search_text(self, group: str, query: str, k: int, *, label: str = Label.CHUNK) -> list[tuple[str, float]] | None:
         """The group's nodes of ``label`` (TextChunks, or Sentences) best matching ``query``
         by the backend's full-text index (BM25 as it scores it), at most ``k``, best first;
@@ -645,7 +634,6 @@ class GraphStore(ABC):
         eps: float,
         drain: float,
         max_rows: int,
-        spread_entities: int = 0,
     ) -> PushedScores | None:
         """Personalised PageRank from weighted seeds by forward push, run inside the database
         where a backend can (Neo4j with graphroute's procedures installed:
@@ -654,11 +642,8 @@ class GraphStore(ABC):
         ``weights`` the path weights by name (entity, section, similar, shares, hub,
         mentions, title), ``eps`` and ``drain`` the push thresholds of
         :mod:`graphroute.plugins.expanders.local_ppr`, ``max_rows`` the most edges one call
-        reads (past it the walk stops and its stats say ``truncated``), ``spread_entities``
-        how many of the best-scored entities come back with their degrees over the edges
-        whose far end their label decides (``entity_degrees``; what
-        :func:`~graphroute.plugins.expanders.local_ppr.decided_type_degrees` reads). The
-        built-in embedded store returns None."""
+        reads (past it the walk stops and its stats say ``truncated``). The built-in
+        embedded store returns None."""
         return None
 
     def pushes_in_database(self) -> bool:

@@ -67,16 +67,6 @@ than that margin. Where PageRank mass reaches the whole graph within a few hops 
 densely linked corpus such as the MuSiQue slice), certifying this reads the whole typed
 graph; on a large graph the walk stays where the seeds' mass is.
 
-**Spreading the residual** (a bounded push: ``push_tolerance`` null). The scores ``(q +
-r) / Z`` leave out where the unpushed residual would still go: exactly the L1 bound in all.
-A hub the walk reached but did not read holds only what reached it, so a bounded push ranks
-the hubs the exact solve puts first too low. :func:`spread_residual` adds the leftover's
-share by degree, ``l1 x deg(v) / vol`` (``vol`` the typed graph's volume,
-:func:`walk_volume`): exact were the residual in proportion to degree, the shape the
-stopping rule leaves it in, and within the per-node bound either way, so each score is then
-within ``error_bound x deg(v)`` of the exact one on either side. The best-scored entities get
-it, with degrees that do not depend on what the walk read, so both engines rank alike.
-
 The walk's node kinds are the typed graph's: entities, text chunks and sections (sentence
 mentions are not part of it; the store filters them by the far end's label).
 """
@@ -84,7 +74,7 @@ mentions are not part of it; the store filters them by the far end's label).
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, astuple, dataclass
 from itertools import repeat
 from typing import TYPE_CHECKING, Any
@@ -93,7 +83,7 @@ import numpy as np
 from graphroute.core.api.models import EdgeType, Label
 from graphroute.core.api.neighbourhood import NeighbourCounts, TypeDegrees
 from graphroute.core.api.stage import QueryState, StageContext
-from graphroute.core.api.store import GraphStore, cache_token, per_version, read_version
+from graphroute.core.api.store import GraphStore, cache_token, read_version
 from graphroute.core.errors import ConfigError
 from graphroute.core.lib.entities import ENTITY_ID_PREFIX
 from graphroute.core.lib.topk import largest
@@ -274,8 +264,6 @@ class LocalPPR:
     counts_stopped: int = 0  # degrees left as a lower bound past the push threshold (a count stopped at a limit, or type degrees)
     in_database: bool = False  # the walk ran inside the database (GraphStore.push_pagerank)
     truncated: bool = False  # the walk stopped at MAX_PUSH_ROWS edges read
-    # decided_type_degrees of the best-scored entities, where the engine brought them
-    entity_degrees: Mapping[str, float] | None = None
 
     @property
     def nodes_touched(self) -> int:
@@ -696,91 +684,6 @@ def push_pagerank(
     )
 
 
-def walk_volume(store: GraphStore, group: str, paths: Paths) -> float | None:
-    """The typed graph's volume: the weighted degrees of all its nodes summed (twice the
-    weights of its edges), from :meth:`GraphStore.edge_totals` counted at the edges' start
-    nodes, whose label and type decide the far end (``OTHER_END``). Once per store version;
-    None when the store cannot count so."""
-    types = set(paths.edge_types())
-    starts = sorted(key for key in OTHER_END if key[1] in types)
-
-    def build() -> float | None:
-        totals = store.edge_totals(group, starts)
-        if totals is None:
-            return None
-        keys = list(totals)
-        counts = np.asarray([totals[k] for k in keys], dtype=np.float64)
-        w = _weights(_type_codes([t for _, t in keys]), _kinds([lb for lb, _ in keys]),
-                     _kinds([OTHER_END[k] for k in keys]), paths)
-        return 2.0 * float((w * counts).sum())
-
-    return per_version(store, group, ("walk_volume", paths), build)
-
-
-# The best-scored entities of a bounded push that spread_residual raises; the rest keep their
-# scores. A bound on the degree look-ups a question makes: on the MuSiQue slice 100 to 400
-# ranked alike, and an entity below them would have to pass hundreds of others to be ranked.
-SPREAD_NODES = 256
-
-
-def spread_residual(
-    store: GraphStore, group: str, res: LocalPPR, paths: Paths, volume: float | None
-) -> tuple[np.ndarray, int]:
-    """The push's scores with what its unpushed residual would add, shared out by degree:
-    ``l1_error_bound x deg(v) / vol`` at each of the ``SPREAD_NODES`` best-scored entities,
-    with ``deg(v)`` from :func:`decided_type_degrees` (the same whichever engine pushed); and
-    how many were raised. Chunks keep their scores: a chunk the ranking reaches is one the
-    walk read and pushed, and its share would change their top 10 by 0.01 on the MuSiQue
-    slice, for a look-up of a few milliseconds more.
-
-    The missing part of the scores, ``y - (q + r)``, sums to the L1 bound exactly, and were
-    the residual in proportion to degree (``r = c D 1``, the shape the stopping rule ``r <
-    eps deg`` leaves it in), it would be ``deg(v) / vol`` of that sum at each node, since ``P
-    D 1 = D 1``: the random walk's stationary share. So a hub the walk reached but did not
-    read, whose score holds only what reached it, gets the share of the leftover walk it
-    would collect. The addition is at most the per-node bound (``|r|_1 <= eps vol``), so each
-    score stays within ``error_bound x deg(v)`` of the exact one, now on either side.
-    Unchanged without a volume (a store that cannot count it)."""
-    if not volume or volume <= 0 or not len(res.scores) or res.l1_error_bound <= 0 or SPREAD_NODES <= 0:
-        return res.scores, 0
-    is_ent = np.fromiter((x.startswith(ENTITY_ID_PREFIX) for x in res.ids), dtype=bool, count=len(res.ids))
-    picked = largest(res.scores, np.flatnonzero(is_ent & (res.scores > 0)), SPREAD_NODES)
-    asked = [res.ids[i] for i in picked.tolist()]
-    cache = _DECIDED.of(store, group, paths)
-    if res.entity_degrees:  # the server engine read them beside its walk
-        cache.update((x, (d, "")) for x, d in res.entity_degrees.items())
-    deg = decided_type_degrees(store, group, asked, ENTITY, paths, cache)
-    out = res.scores.copy()
-    out[picked] += res.l1_error_bound * np.fromiter(map(deg.__getitem__, asked), dtype=np.float64, count=len(asked)) / volume
-    return out, len(picked)
-
-
-# decided_type_degrees' figures, per store version and paths (their label left empty)
-_DECIDED = DegreeCache()
-
-
-def decided_type_degrees(
-    store: GraphStore, group: str, ids: Sequence[str], label: str, paths: Paths, cache: dict[str, tuple[float, str]]
-) -> dict[str, float]:
-    """Each of ``ids``' (nodes of ``label``) weighted degree over the edges whose far end its
-    label decides (``OTHER_END``: a chunk's or a section's whole degree, an entity's without
-    its MENTIONS, which may come from sentences): from the degrees the store keeps per type,
-    a look-up whatever a node's degree, or counted where it keeps none; kept in ``cache``.
-    The same figure on every backend whichever engine pushed, and a lower bound of the
-    degree. 0 for an id that is not a node of the group."""
-    todo = [x for x in dict.fromkeys(ids) if x not in cache]
-    types = [t for t in paths.edge_types() if (label, t) in OTHER_END]
-    if todo and types:
-        td = store.type_degrees(group, todo, types)
-        if td is None:
-            nc = store.neighbour_counts(group, todo, types)  # every far end, as a type degree counts
-            td = TypeDegrees.of(types, {x: (lb, [sum(n for u, _, n in nc.counts.get(x, ()) if u == t) for t in types])
-                                        for x, lb in nc.labels.items()})
-        deg, _ = decided_degrees(td, paths)
-        cache.update((x, (d, "")) for x, d in zip(td.ids, deg.tolist(), strict=True))
-    return {x: cache.get(x, (0.0, ""))[0] for x in ids}
-
-
 # The most edges one in-database push reads: a bound on a question's work, a few seconds of
 # the server's (about a microsecond an edge end). The routes' pushes read tens of thousands;
 # eps 1e-6 on the MuSiQue slice, 1.7 M.
@@ -806,7 +709,6 @@ def push_in_database(
     got = store.push_pagerank(
         group, list(seed_ids), np.asarray(seed_weights, dtype=np.float64).tolist(), types=paths.edge_types(),
         weights=asdict(paths), damping=damping, eps=eps, drain=DRAIN, max_rows=MAX_PUSH_ROWS,
-        spread_entities=SPREAD_NODES,
     )
     if got is None:
         return None
@@ -838,7 +740,6 @@ def push_in_database(
         counts_stopped=int(st.get("counts_stopped", 0)),
         in_database=True,
         truncated=bool(st.get("truncated", False)),
-        entity_degrees=got.entity_degrees,
     )
 
 
@@ -861,10 +762,7 @@ def run_push(stage: PPR, state: QueryState, ctx: StageContext, seed_ids: Sequenc
     if res is None:
         res = push_pagerank(store, state.group, seed_ids, seed_weights, paths, damping=damping, eps=p.push_eps,
                             tolerance=p.push_tolerance, top_k=p.top_k)
-    # a certified push ranks by its own estimates, which its certificate bounds
-    volume = walk_volume(store, state.group, paths) if p.push_tolerance is None else None
-    spread, raised = spread_residual(store, state.group, res, paths, volume)
-    mass = settle_ties(spread)
+    mass = settle_ties(res.scores)
     n = len(res.ids)
     is_ent = np.fromiter((x.startswith(ENTITY_ID_PREFIX) for x in res.ids), dtype=bool, count=n)
     scores = np.where(is_ent, mass, 0.0)
@@ -893,8 +791,6 @@ def run_push(stage: PPR, state: QueryState, ctx: StageContext, seed_ids: Sequenc
             "ranked_error": round(res.ranked_error, 6),
             "eps": res.eps,
             "error_bound": res.error_bound,
-            "volume": volume,
-            "residual_spread_to": raised,
             "l1_error_bound": round(res.l1_error_bound, 8),
             "nodes_touched": res.nodes_touched,
             "nodes_read": res.nodes_read,

@@ -699,20 +699,6 @@ class EmbeddedStore(GraphStore):
                 out.counts.setdefault(node, []).append((t, lb, int(n)))
         return out
 
-    def edge_totals(self, group: str, starts: Collection[tuple[str, str]]) -> dict[tuple[str, str], int]:
-        out = {(str(lb), str(t)): 0 for lb, t in starts}
-        types = sorted({t for _, t in out})
-        if not types:
-            return out
-        sql = (
-            "SELECT n.label, e.type, COUNT(*) FROM edges e JOIN nodes n ON n.grp = e.grp AND n.id = e.src "
-            f"WHERE e.grp = ? AND e.type IN ({_marks(len(types))}) GROUP BY n.label, e.type"
-        )
-        for lb, t, n in self._conn().execute(sql, [group, *types]):
-            if (lb, t) in out:
-                out[(lb, t)] = int(n)
-        return out
-
     def iter_edges(self, group: str, types: Collection[str] | None = None) -> Iterator[Edge]:
         if types is not None and not types:
             return iter(())

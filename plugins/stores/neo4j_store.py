@@ -315,7 +315,7 @@ class _HeldSpace:
 
 
 # graphroute.push's VERSION (neo4j-procedures/): a server with another is not used
-PUSH_PROCEDURE_VERSION = 3
+PUSH_PROCEDURE_VERSION = 2
 
 
 class Neo4jStore(GraphStore):
@@ -1261,7 +1261,6 @@ class Neo4jStore(GraphStore):
         eps: float,
         drain: float,
         max_rows: int,
-        spread_entities: int = 0,
     ) -> PushedScores | None:
         # One call: the walk reads the edges where they are, instead of a store round trip
         # per frontier (neo4j-procedures/, installed in the server's plugins directory).
@@ -1269,7 +1268,6 @@ class Neo4jStore(GraphStore):
             return None
         config = {
             "damping": float(damping), "eps": float(eps), "drain": float(drain), "max_rows": int(max_rows),
-            "spread_entities": int(spread_entities),
             "types": self._typed(types), "weights": {k: float(v) for k, v in weights.items()},
         }
         rows = self._query(
@@ -1289,9 +1287,7 @@ class Neo4jStore(GraphStore):
                 stats.get("version"), PUSH_PROCEDURE_VERSION,
             )
             return None
-        degrees = stats.pop("entity_degrees", None)  # per node, beside the figures
-        return PushedScores(list(r["ids"]), list(r["labels"]), np.asarray(r["scores"], dtype=np.float64), stats,
-                            None if degrees is None else {str(k): float(v) for k, v in dict(degrees).items()})
+        return PushedScores(list(r["ids"]), list(r["labels"]), np.asarray(r["scores"], dtype=np.float64), stats)
 
     def pushes_in_database(self) -> bool:
         # whether the server has graphroute's procedures, asked once per store object
@@ -1317,21 +1313,6 @@ class Neo4jStore(GraphStore):
             )
         }
         return TypeDegrees.of(typed, found)
-
-    def edge_totals(self, group: str, starts: Collection[tuple[str, str]]) -> dict[tuple[str, str], int]:
-        out = {(str(lb), str(t)): 0 for lb, t in starts}
-        by_label: dict[str, list[str]] = {}
-        for lb, t in out:
-            if t in self._edge_types:  # a type the store never wrote has no edges
-                by_label.setdefault(lb, []).append(t)
-        for lb, types in by_label.items():
-            # outgoing edges with nothing on the far end: each node's relationship counts per
-            # type, so a hub costs what a leaf costs (2.3 s for every walked type at 1.87 M nodes)
-            sums = ", ".join(f"sum(COUNT {{ (a)-[:`{t}`]->() }}) AS c{i}" for i, t in enumerate(types))
-            rows = self._query("edge_totals", f"MATCH (a:GRNode {{group: $g, label: $l}}) RETURN {sums}", g=group, l=lb)
-            for i, t in enumerate(types):
-                out[(lb, t)] = int(rows[0][f"c{i}"] or 0) if rows else 0
-        return out
 
     def iter_edges(self, group: str, types: Collection[str] | None = None) -> Iterator[Edge]:
         if types is not None and not types:

@@ -17,16 +17,11 @@ import org.neo4j.graphdb.RelationshipType;
 import org.neo4j.graphdb.ResourceIterable;
 import org.neo4j.graphdb.ResourceIterator;
 import org.neo4j.graphdb.Transaction;
-import org.neo4j.internal.kernel.api.NodeCursor;
-import org.neo4j.internal.kernel.api.Read;
-import org.neo4j.kernel.api.KernelTransaction;
-import org.neo4j.kernel.impl.coreapi.InternalTransaction;
 import org.neo4j.procedure.Context;
 import org.neo4j.procedure.Description;
 import org.neo4j.procedure.Mode;
 import org.neo4j.procedure.Name;
 import org.neo4j.procedure.Procedure;
-import org.neo4j.storageengine.api.RelationshipSelection;
 
 /**
  * {@code graphroute.push}: the ppr stage's forward push (Andersen, Chung and Lang) run inside
@@ -53,14 +48,12 @@ import org.neo4j.storageengine.api.RelationshipSelection;
  * config map: {@code damping}, {@code eps}, {@code drain}, {@code types} (the walked edge types),
  * {@code weights} (the path weights by name: entity, section, similar, shares, hub, mentions,
  * title) and {@code max_rows} (the most edges one call reads; past it the push stops and says
- * {@code truncated}), {@code spread_entities} (how many of the best-scored entities get their
- * decided degree in the stats' {@code entity_degrees}, for the client's {@code spread_residual};
- * 0: none). One row: the touched nodes' ids, labels and scores (those above zero), and the
- * walk's stats.
+ * {@code truncated}). One row: the touched nodes' ids, labels and scores (those above zero), and
+ * the walk's stats.
  */
 public final class LocalPush {
     /** What the walk does and returns; the client uses a procedure of the version it knows only. */
-    public static final long VERSION = 3;
+    public static final long VERSION = 2;
 
     @Context
     public Transaction tx;
@@ -210,7 +203,6 @@ public final class LocalPush {
         private final double eps;
         private final double drain;
         private final long maxRows;
-        private final int spreadEntities;
         private final RelationshipType[] types;
         private final double wEntity, wSection, wSimilar, wShares, wHub, wMentions, wTitle;
 
@@ -244,7 +236,6 @@ public final class LocalPush {
             this.eps = number(config, "eps", 1e-4);
             this.drain = number(config, "drain", 1e-3);
             this.maxRows = (long) number(config, "max_rows", 5_000_000);
-            this.spreadEntities = (int) number(config, "spread_entities", 0);
             if (!(d > 0 && d < 1)) {
                 throw new IllegalArgumentException("damping must be in (0, 1), not " + d);
             }
@@ -289,56 +280,6 @@ public final class LocalPush {
                 kinds.put(id, k);
             }
             return k;
-        }
-
-        /**
-         * The weighted degrees over the edges whose far end an entity's kind decides
-         * ({@link #otherEnd}: the client's {@code decided_type_degrees}) of the
-         * {@code spreadEntities} best-scored entities, ties at the last included; -1 for the
-         * other slots. Read from the relationship counts the store keeps per node and type.
-         */
-        private double[] decidedDegrees() {
-            double[] out = new double[n];
-            Arrays.fill(out, -1);
-            int m = 0;
-            Integer[] ents = new Integer[n];
-            for (int s = 0; s < n; s++) {
-                if (nodeId[s] >= 0 && kind[s] == ENTITY && q[s] + r[s] > 0) {
-                    ents[m++] = s;
-                }
-            }
-            if (spreadEntities <= 0 || m == 0) {
-                return out;
-            }
-            Integer[] best = Arrays.copyOf(ents, m);
-            Arrays.sort(best, (a, b) -> Double.compare(q[b] + r[b], q[a] + r[a]));
-            double last = q[best[Math.min(m, spreadEntities) - 1]] + r[best[Math.min(m, spreadEntities) - 1]];
-            KernelTransaction ktx = ((InternalTransaction) tx).kernelTransaction();
-            Read read = ktx.dataRead();
-            int[] typeIds = new int[types.length];
-            double[] typeWeights = new double[types.length];
-            for (int i = 0; i < types.length; i++) {
-                int code = codeOf(types[i].name());
-                int far = otherEnd(ENTITY, code);
-                typeIds[i] = ktx.tokenRead().relationshipType(types[i].name());
-                typeWeights[i] = far == 0 || typeIds[i] < 0 ? 0 : weight(code, ENTITY, far);
-            }
-            try (NodeCursor nc = ktx.cursors().allocateNodeCursor(ktx.cursorContext(), ktx.memoryTracker())) {
-                for (int c = 0; c < m && q[best[c]] + r[best[c]] >= last; c++) {
-                    int s = best[c];
-                    double sum = 0;
-                    read.singleNode(nodeId[s], nc);
-                    if (nc.next()) {
-                        for (int i = 0; i < typeIds.length; i++) {
-                            if (typeWeights[i] > 0) {
-                                sum += typeWeights[i] * nc.degree(RelationshipSelection.selection(typeIds[i], Direction.BOTH));
-                            }
-                        }
-                    }
-                    out[s] = sum;
-                }
-            }
-            return out;
         }
 
         private void grow() {
@@ -559,8 +500,6 @@ public final class LocalPush {
                 }
             }
             double z = sIso + (1.0 - sIso) / (1.0 - d);
-            double[] decided = decidedDegrees();
-            Map<String, Object> entityDegrees = new HashMap<>();
             List<String> ids = new ArrayList<>();
             List<String> labels = new ArrayList<>();
             List<Double> scores = new ArrayList<>();
@@ -575,9 +514,6 @@ public final class LocalPush {
                 } else {
                     Node node = tx.getNodeById(nodeId[s]);
                     ids.add((String) node.getProperty("id", null));
-                    if (decided[s] >= 0) {
-                        entityDegrees.put(ids.get(ids.size() - 1), decided[s]);
-                    }
                     labels.add(kind[s] > 0 ? WALK_LABELS[kind[s] - 1] : (String) node.getProperty("label", ""));
                 }
                 scores.add(score);
@@ -598,8 +534,6 @@ public final class LocalPush {
             stats.put("seeds_in_graph", Arrays.stream(seedSlots).distinct().filter(s -> deg[s] > 0).count());
             stats.put("server_ms", (System.nanoTime() - t0) / 1e6);
             stats.put("version", VERSION);
-            // beside the figures, per node: the degrees the client's spread_residual reads
-            stats.put("entity_degrees", entityDegrees);
             out.ids = ids;
             out.labels = labels;
             out.scores = scores;
