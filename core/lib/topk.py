@@ -15,7 +15,10 @@ import numpy as np
 
 def largest(scores: np.ndarray, candidates: np.ndarray, k: int) -> np.ndarray:
     """The ``candidates`` (indices into ``scores``) whose score is among their ``k`` largest,
-    ties at the boundary included, in no particular order: one partition, no sort."""
+    ties at the boundary included, in no particular order: one partition, no sort. None for
+    ``k <= 0``."""
+    if k <= 0:
+        return candidates[:0]
     if len(candidates) <= k:
         return candidates
     kth = np.partition(scores[candidates], len(candidates) - k)[len(candidates) - k]
