@@ -15,8 +15,8 @@ import numpy as np
 
 def largest(scores: np.ndarray, candidates: np.ndarray, k: int) -> np.ndarray:
     """The ``candidates`` (indices into ``scores``) whose score is among their ``k`` largest,
-    ties at the boundary included, in no particular order: one partition, no sort. None for
-    ``k <= 0``."""
+    ties at the boundary included, in no particular order: one partition, no sort. No
+    candidate for ``k <= 0``."""
     if k <= 0:
         return candidates[:0]
     if len(candidates) <= k:
@@ -28,7 +28,5 @@ def largest(scores: np.ndarray, candidates: np.ndarray, k: int) -> np.ndarray:
 def ranked_top(scores: np.ndarray, candidates: np.ndarray, k: int) -> np.ndarray:
     """The ``k`` best ``candidates`` best first, equal scores by index: what
     ``sorted(candidates, key=lambda i: (-scores[i], i))[:k]`` returns."""
-    if k <= 0:
-        return candidates[:0]
     cand = largest(scores, candidates, k)
     return cand[np.lexsort((cand, -scores[cand]))][:k]

@@ -175,8 +175,9 @@ def _home_env(home: Path) -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k not in ("CI", "TF_BUILD", "JENKINS_URL")} | {"HOME": str(home)}
 
 
-def _telemetry_probe(home: Path) -> str:
-    proc = subprocess.run([sys.executable, "-c", TELEMETRY_PROBE], capture_output=True, text=True, env=_home_env(home),
+def _telemetry_probe(home: Path, script: str = TELEMETRY_PROBE) -> str:
+    """What ``script`` prints, run in a fresh interpreter with ``home`` as HOME."""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=_home_env(home),
                           timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout.strip()
@@ -197,9 +198,5 @@ def test_an_opt_out_and_an_opt_in_are_kept(tmp_path: Path) -> None:
     consent.write_text("0")
     assert _telemetry_probe(tmp_path) == "[] True"
     consent.write_text("1")
-    probe = subprocess.run(
-        [sys.executable, "-c", "from graphroute.plugins.embedders.local import hide_openvino_telemetry as h; print(h())"],
-        capture_output=True, text=True, env=_home_env(tmp_path),
-        timeout=120, check=False,
-    )
-    assert probe.stdout.strip() == "False", probe.stderr
+    opted_in = "from graphroute.plugins.embedders.local import hide_openvino_telemetry as h; print(h())"
+    assert _telemetry_probe(tmp_path, opted_in) == "False"
