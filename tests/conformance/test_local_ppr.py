@@ -202,6 +202,39 @@ def test_the_database_push_stops_reading_a_hub_and_bounds_its_work(store: GraphS
     assert int(capped["rows_read"]) < int(whole["rows_read"])  # type: ignore[call-overload]
 
 
+def test_how_far_a_stopped_read_goes_changes_the_work_not_the_scores(store: GraphStore, group: str) -> None:
+    """graphroute.push reads a node that cannot be pushed yet only until its degree shows
+    that; how far past the threshold it reads (``stop_factor``, 2 by default) decides how
+    often a node gaining mass round after round is read again, never what is pushed."""
+    if store.backend != "neo4j":
+        pytest.skip("only Neo4j runs the push in the server")
+    ents = typed_corpus(store, group, 10)
+    clear_derived()
+    seeds = seeds_for(ents, 1)
+    paths = PPR(PPR.Params(**ROUTE5_PATHS)).weights()  # type: ignore[arg-type]
+    from graphroute.plugins.expanders.local_ppr import Paths
+
+    walk = Paths(paths.entity, paths.section, paths.similar, paths.shares, paths.hub, paths.mentions, paths.title)
+    config = {"damping": 0.5, "eps": 1e-4, "drain": 1e-3, "max_rows": 10**9, "types": walk.edge_types(),
+              "weights": {k: float(v) for k, v in vars(walk).items()}}
+
+    def call(**extra: float) -> tuple[dict[str, float], dict[str, object]]:
+        rows = store._query(  # type: ignore[attr-defined]
+            "push", "CALL graphroute.push($g, $seeds, $weights, $config) YIELD ids, scores, stats RETURN ids, scores, stats",
+            g=group, seeds=[s.node_id for s in seeds], weights=[s.weight for s in seeds], config={**config, **extra},
+        )
+        return dict(zip(rows[0]["ids"], rows[0]["scores"], strict=True)), dict(rows[0]["stats"])
+
+    (every, every_stats), (doubled, doubled_stats), (default, default_stats) = call(stop_factor=1.0), call(stop_factor=2.0), call()
+    assert set(every) == set(doubled) and len(every) > 20
+    assert max(abs(every[x] - doubled[x]) for x in every) < 1e-12
+    assert int(every_stats["counts_stopped"]) > 0  # type: ignore[call-overload]
+    assert int(doubled_stats["rows_read"]) < int(every_stats["rows_read"])  # type: ignore[call-overload]
+    assert default == doubled and default_stats["rows_read"] == doubled_stats["rows_read"]
+    with pytest.raises(Exception, match="stop_factor must be at least 1"):
+        call(stop_factor=0.5)
+
+
 def test_a_server_push_of_another_version_is_not_used(
     store: GraphStore, group: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

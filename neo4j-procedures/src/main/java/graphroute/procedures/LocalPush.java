@@ -33,9 +33,10 @@ import org.neo4j.procedure.Procedure;
  * its residual reaches {@code eps} times its weighted degree, and once read it is pushed down
  * to {@code drain * eps} times its degree. Until a node is read, the weights of its edges to
  * nodes already read are a lower bound of its degree, and its read stops as soon as its degree
- * shows it cannot be pushed yet (a hub the walk barely reaches costs a few of its edges). So
- * when it returns every residual is below {@code eps * deg}, and each score is below the
- * exact one by at most {@code eps * d * deg / ((1 - d) Z)}: the same bound.
+ * shows it cannot be pushed before its residual doubles (a hub the walk barely reaches costs a
+ * few of its edges; {@link #STOP_FACTOR}). So when it returns every residual is below
+ * {@code eps * deg}, and each score is below the exact one by at most
+ * {@code eps * d * deg / ((1 - d) Z)}: the same bound.
  *
  * <p>It pushes in rounds, as the client push does: every node over its threshold at the start
  * of a round is read and pushed with the residual it holds then, and what they spread waits
@@ -47,9 +48,9 @@ import org.neo4j.procedure.Procedure;
  * <p>Arguments: the group, the seed ids (a node's {@code id} property) and their weights, and a
  * config map: {@code damping}, {@code eps}, {@code drain}, {@code types} (the walked edge types),
  * {@code weights} (the path weights by name: entity, section, similar, shares, hub, mentions,
- * title) and {@code max_rows} (the most edges one call reads; past it the push stops and says
- * {@code truncated}). One row: the touched nodes' ids, labels and scores (those above zero), and
- * the walk's stats.
+ * title), {@code stop_factor} ({@link #STOP_FACTOR} when not given) and {@code max_rows} (the
+ * most edges one call reads; past it the push stops and says {@code truncated}). One row: the
+ * touched nodes' ids, labels and scores (those above zero), and the walk's stats.
  */
 public final class LocalPush {
     /** What the walk does and returns; the client uses a procedure of the version it knows only. */
@@ -82,6 +83,17 @@ public final class LocalPush {
     }
 
     static final Label GRNODE = Label.label("GRNode");
+
+    /**
+     * A read that stops early goes on until the degree passes this many times {@code r / eps}.
+     * A node is read again only once its residual passes {@code eps} times the degree its last
+     * read found, so at 2 its residual has at least doubled by then and its reads together cost
+     * at most about twice its last one. At 1 a node that gains a little mass each round is read
+     * again each round. At a million generated sentences, reads that stopped were 86% of
+     * route5_unified's rows and 88% of route2_local's at 1; at 2 they read 75% and 35% as many
+     * rows. What is pushed, and so every score, does not depend on it.
+     */
+    static final double STOP_FACTOR = 2.0;
 
     /** Node kinds: 1 + the label's place among the walked labels (0: any other label). */
     static final String[] WALK_LABELS = {"Entity", "TextChunk", "Section"};
@@ -225,6 +237,7 @@ public final class LocalPush {
         private int[] endKinds = new int[64];
         private double[] endWeights = new double[64];
 
+        private final double stopFactor;
         private long rows;
         private long pushes;
         private long stoppedCounts;
@@ -236,11 +249,15 @@ public final class LocalPush {
             this.eps = number(config, "eps", 1e-4);
             this.drain = number(config, "drain", 1e-3);
             this.maxRows = (long) number(config, "max_rows", 5_000_000);
+            this.stopFactor = number(config, "stop_factor", STOP_FACTOR);
             if (!(d > 0 && d < 1)) {
                 throw new IllegalArgumentException("damping must be in (0, 1), not " + d);
             }
             if (!(eps > 0)) {
                 throw new IllegalArgumentException("eps must be above 0, not " + eps);
+            }
+            if (!(stopFactor >= 1)) {
+                throw new IllegalArgumentException("stop_factor must be at least 1, not " + stopFactor);
             }
             @SuppressWarnings("unchecked")
             List<String> names = (List<String>) config.getOrDefault("types", List.of());
@@ -455,8 +472,8 @@ public final class LocalPush {
                             truncated = true;
                             break rounds;
                         }
-                        // read only until its degree puts it below the threshold
-                        if (!read(s, r[s] / eps)) {
+                        // read only until its degree puts it below twice the threshold (STOP_FACTOR)
+                        if (!read(s, stopFactor * r[s] / eps)) {
                             continue;
                         }
                     }
