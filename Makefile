@@ -20,8 +20,9 @@ $(VENV)/.installed-$(EXTRAS): pyproject.toml
 
 install: $(VENV)/.installed-$(EXTRAS)
 
-# The demo needs only the offline models (graphroute[local]: spaCy, OpenVINO, no torch).
-DEMO_EXTRAS ?= local
+# The demo needs the offline models (graphroute[local]: spaCy, OpenVINO, no torch) and the
+# loader of its sample corpus's HTML invoice (graphroute[html]: beautifulsoup4).
+DEMO_EXTRAS ?= local,html
 demo:
 	$(MAKE) install EXTRAS=$(DEMO_EXTRAS)
 	$(VENV)/bin/graphroute demo
