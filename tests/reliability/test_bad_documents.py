@@ -13,6 +13,7 @@ encodings in the report).
 from __future__ import annotations
 
 import json
+import os
 import random
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from graphroute.core.engine import open_store
 from graphroute.core.errors import EXIT_FILES_FAILED
 
 from tests.indexing.pdfgen import text_ops, write_pdf
-from tests.reliability.conftest import assert_no_traceback, run_cli
+from tests.reliability.conftest import REPO, assert_no_traceback, run_cli
 
 GOOD = {
     "pumps.md": "# Pump Station Manual\n\n## Maintenance\n\nThe north pump station is inspected every March by the "
@@ -188,3 +189,21 @@ def test_all_bad_through_a_fresh_store_exits_1_and_keeps_store_empty(tmp_path: P
         assert store.counts("g")["nodes"] == {}
     finally:
         store.close()
+
+
+def test_a_missing_loader_extra_is_named_as_typed(tmp_path: Path, cache_dir: Path) -> None:
+    """Without its optional dependency an HTML file fails with the command that installs it,
+    and the console prints that command as written: ``graphroute[html]`` is not taken for
+    console markup (nor is a folder name in brackets)."""
+    shim = tmp_path / "shim" / "bs4"
+    shim.mkdir(parents=True)
+    (shim / "__init__.py").write_text('raise ImportError("beautifulsoup4 is not installed in this test")\n')
+    docs = tmp_path / "docs[html]"
+    docs.mkdir()
+    (docs / "ferry.html").write_text(NEW_GOOD["ferry.html"], encoding="utf-8")
+    r = run_cli("index", str(docs), "--store", str(tmp_path / "s"), "--group", "g", cache=cache_dir,
+                PYTHONPATH=f"{shim.parent}{os.pathsep}{REPO}", COLUMNS="1000")
+    assert_no_traceback(r)
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    line = next(ln for ln in r.stderr.splitlines() if "ferry.html" in ln)
+    assert f"{docs / 'ferry.html'}:" in line and 'pip install "graphroute[html]"' in line, line

@@ -17,6 +17,7 @@ from graphroute.core.config.overrides import Overrides, overrides_from_cli
 from graphroute.core.errors import RouteConfigError
 from graphroute.core.hookspecs import hookimpl
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 # wide tables stay readable when stdout is a file or a pipe (rich would assume 80 columns)
@@ -65,7 +66,7 @@ def _runner(dataset: Any, store: str | None, profile: str | None, out_dir: Path 
     runner = BenchRunner(dataset, store=store or DEFAULT_BENCH_STORE, profile=profile, records_file=records)
     info = runner.prepare()
     how = "cached, indexing skipped" if info.cached else f"indexed in {info.seconds:.1f} s"
-    err.print(f"[dim]group {info.group} ({how}; {len(dataset.corpus)} passages)[/]", highlight=False)
+    err.print(f"[dim]group {escape(info.group)} ({how}; {len(dataset.corpus)} passages)[/]", highlight=False)
     if dataset.unresolved_gold:
         err.print(f"[yellow]warning:[/] {dataset.unresolved_gold} gold passage references match no corpus entry")
     return runner
@@ -132,7 +133,7 @@ def bench(
         runner.close()
     if out_dir is not None:
         files = write_bench(data, out_dir)
-        err.print(f"[dim]wrote {', '.join(str(f) for f in files)}[/]", highlight=False)
+        err.print(f"[dim]wrote {escape(', '.join(str(f) for f in files))}[/]", highlight=False)
     if as_json:
         print(json.dumps(data, indent=2, ensure_ascii=False))
         return
@@ -211,7 +212,7 @@ def ab(
         runner.close()
     if out_dir is not None:
         files = write_doc(out_dir, "ab", cmp, ab_markdown(cmp))
-        err.print(f"[dim]wrote {', '.join(str(f) for f in files)}[/]", highlight=False)
+        err.print(f"[dim]wrote {escape(', '.join(str(f) for f in files))}[/]", highlight=False)
     if as_json:
         print(json.dumps(cmp, indent=2, ensure_ascii=False))
         return
@@ -265,7 +266,7 @@ def ablate(
         runner.close()
     if out_dir is not None:
         files = write_doc(out_dir, "ablate", result, ablate_markdown(result))
-        err.print(f"[dim]wrote {', '.join(str(f) for f in files)}[/]", highlight=False)
+        err.print(f"[dim]wrote {escape(', '.join(str(f) for f in files))}[/]", highlight=False)
     if as_json:
         print(json.dumps(result, indent=2, ensure_ascii=False))
         return

@@ -30,6 +30,7 @@ from graphroute.core.config.route import list_routes
 from graphroute.core.errors import UserError
 from graphroute.core.hookspecs import hookimpl
 from graphroute.core.registry import get_registry, skipped_builtins
+from rich.markup import escape
 from rich.table import Table
 
 commands = typer.Typer()
@@ -72,7 +73,7 @@ def plugins(as_json: JsonOpt = False) -> None:
             table.add_row(f"{r['name']} ({origin})", "-", "-")
     out.print(table)
     for mod, why in skipped_builtins().items():
-        err.print(f"[yellow]not loaded:[/] {mod}: {why}")
+        err.print(f"[yellow]not loaded:[/] {escape(mod)}: {escape(str(why))}", highlight=False)
 
 
 # --------------------------------------------------------------------------- routes
@@ -149,13 +150,13 @@ def query(
     if as_json:
         print(json.dumps(result.to_public_json(), indent=2, ensure_ascii=False))
         return
-    out.print(f"[bold]Q:[/] {question}", highlight=False)
-    out.print(f"[bold]A:[/] {result.answer}", highlight=False)
+    out.print(f"[bold]Q:[/] {escape(question)}", highlight=False)
+    out.print(f"[bold]A:[/] {escape(result.answer)}", highlight=False)
     for c in result.citations:
         out.print(f"  [{c.index}] {_where(c)}", highlight=False, markup=False)
     loaded = sum(t.duration_ms for t in result.trace if t.use == MODEL_LOAD)
     models = f" (loading models {loaded:.0f} ms)" if loaded else ""
-    out.print(f"[dim]{result.route} · {result.duration_ms:.0f} ms{models} · {len(result.evidence)} evidence[/]")
+    out.print(f"[dim]{escape(result.route)} · {result.duration_ms:.0f} ms{models} · {len(result.evidence)} evidence[/]")
 
 
 def _where(citation: Any) -> str:
@@ -225,13 +226,13 @@ def _print_index_report(data: dict[str, Any]) -> None:
     )
     if data.get("models"):
         loads = ", ".join(f"{name} {s:.1f} s" for name, s in data["models"].items())
-        out.print(f"[dim]models loaded: {loads}[/]", highlight=False)
+        out.print(f"[dim]models loaded: {escape(loads)}[/]", highlight=False)
     for line in data.get("upgrades", []):
-        out.print(f"group brought up to date: {line}", highlight=False)
+        out.print(f"group brought up to date: {escape(line)}", highlight=False)
     for f in data.get("skipped", []):
-        err.print(f"[yellow]warning: skipped[/] {f['path']}: {f['reason']}", highlight=False, markup=True)
+        err.print(f"[yellow]warning: skipped[/] {escape(str(f['path']))}: {escape(str(f['reason']))}", highlight=False)
     for f in data.get("failed", []):
-        err.print(f"[bold red]failed[/] {f['path']}: {f['reason']}", highlight=False, markup=True)
+        err.print(f"[bold red]failed[/] {escape(str(f['path']))}: {escape(str(f['reason']))}", highlight=False)
     if "sweep" in data:
         table = Table(title="RELATED_TO threshold sweep")
         for col in ("threshold", "edges", "density", "cross_document_ratio", "within_budget"):
@@ -256,7 +257,7 @@ def upgrade(
         print(json.dumps({"group": gr.group, "upgrades": done}, indent=2))
         return
     for line in done or ["nothing to do: the group is up to date"]:
-        out.print(f"group {gr.group}: {line}", highlight=False)
+        out.print(f"group {escape(gr.group)}: {escape(line)}", highlight=False)
 
 
 @commands.command()
@@ -328,10 +329,10 @@ def demo(
     for q in questions:
         result = gr.query(q, route=route)
         out.rule()
-        out.print(f"[bold]Q:[/] {q}", highlight=False)
-        out.print(f"[bold]A:[/] {result.answer}", highlight=False)
+        out.print(f"[bold]Q:[/] {escape(q)}", highlight=False)
+        out.print(f"[bold]A:[/] {escape(result.answer)}", highlight=False)
         for c in result.citations:
             out.print(f"  [{c.index}] {_where(c)}", highlight=False, markup=False)
-        out.print(f"[dim]{result.route} · {result.duration_ms:.0f} ms[/]")
+        out.print(f"[dim]{escape(result.route)} · {result.duration_ms:.0f} ms[/]")
 
 

@@ -24,6 +24,7 @@ from graphroute.core.errors import (
     message_for,
 )
 from rich.console import Console
+from rich.markup import escape
 
 app = typer.Typer(
     name="graphroute",
@@ -41,7 +42,7 @@ out = Console()
 err = Console(stderr=True)
 
 def fail(message: str, code: int = 1) -> NoReturn:
-    err.print(f"[bold red]error:[/] {message}", highlight=False, markup=True, soft_wrap=True)
+    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 
@@ -134,7 +135,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         debug = env_flag("GRAPHROUTE_DEBUG")
     except GraphRouteError as exc:
-        err.print(f"[bold red]error:[/] {message_for(exc)}", highlight=False, soft_wrap=True)
+        err.print(f"[bold red]error:[/] {escape(message_for(exc))}", highlight=False, soft_wrap=True)
         sys.exit(exit_code_for(exc))
     try:
         # standalone_mode=False makes click *return* the code of a `typer.Exit(n)` raised in
@@ -165,7 +166,7 @@ def main(argv: list[str] | None = None) -> None:
             sys.exit(1)
         if debug:
             raise
-        err.print(f"[bold red]error:[/] {type(exc).__name__}: {exc}", highlight=False, soft_wrap=True)
+        err.print(f"[bold red]error:[/] {type(exc).__name__}: {escape(str(exc))}", highlight=False, soft_wrap=True)
         err.print("[dim]set GRAPHROUTE_DEBUG=1 for a traceback[/]")
         sys.exit(exit_code_for(exc))
 

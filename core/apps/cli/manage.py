@@ -16,6 +16,7 @@ from graphroute.core.apps.cli.main import engine, err, out
 from graphroute.core.apps.options import JsonOpt, StoreOpt
 from graphroute.core.errors import UserError
 from graphroute.core.hookspecs import hookimpl
+from rich.markup import escape
 from rich.table import Table
 
 commands = typer.Typer()
@@ -108,12 +109,12 @@ def delete(
 
 def _print_delete(result: dict[str, Any]) -> None:
     if result.get("deleted_group"):
-        out.print(f"[bold]deleted[/] group {result['group']} ({result['documents']} documents)", highlight=False)
+        out.print(f"[bold]deleted[/] group {escape(result['group'])} ({result['documents']} documents)", highlight=False)
         return
     out.print(
-        f"[bold]deleted[/] {len(result['deleted'])} document(s) from group {result['group']}; "
+        f"[bold]deleted[/] {len(result['deleted'])} document(s) from group {escape(result['group'])}; "
         f"{result['documents']} documents, {result['sentences']} sentences remain",
         highlight=False,
     )
     for w in result.get("warnings", []):
-        err.print(f"[yellow]warning:[/] {w}", highlight=False)
+        err.print(f"[yellow]warning:[/] {escape(w)}", highlight=False)

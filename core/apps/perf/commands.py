@@ -16,6 +16,7 @@ import typer
 from graphroute.core.apps.options import JsonOpt
 from graphroute.core.hookspecs import hookimpl
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 out = Console(width=None if sys.stdout.isatty() else 180)  # a file or pipe gets the whole row
@@ -42,7 +43,7 @@ def perf(
     from graphroute.core.apps.perf.perf import MUSIQUE_DIR, PerfConfig, run_perf, table_rows
 
     if not (MUSIQUE_DIR / "corpus.json").is_file():
-        err.print(f"[bold red]error:[/] the MuSiQue corpus is not at {MUSIQUE_DIR}")
+        err.print(f"[bold red]error:[/] the MuSiQue corpus is not at {escape(str(MUSIQUE_DIR))}", highlight=False)
         raise typer.Exit(1)
     cfg = PerfConfig.quick_config() if quick else PerfConfig()
     if passages is not None:
@@ -83,7 +84,7 @@ def perf(
     for fig, val, note in table_rows(result):
         table.add_row(fig, val, note)
     out.print(table)
-    err.print(f"[dim]JSON written to {out_file}[/]", highlight=False)
+    err.print(f"[dim]JSON written to {escape(str(out_file))}[/]", highlight=False)
 
 
 def register(app: typer.Typer) -> None:

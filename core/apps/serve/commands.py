@@ -123,12 +123,13 @@ def register(app: typer.Typer) -> None:
         from graphroute.core.apps.cli.main import out
         from graphroute.core.apps.scaffold import new_plugin
         from graphroute.core.errors import ScaffoldError, UserError
+        from rich.markup import escape
 
         try:
             target, names, written = new_plugin(name, directory)
         except ScaffoldError as exc:
             raise UserError(str(exc), code=2) from None
-        out.print(f"[bold]created[/] {target}", highlight=False)
+        out.print(f"[bold]created[/] {escape(str(target))}", highlight=False)
         for p in written:
             out.print(f"  {p.relative_to(target)}", highlight=False, markup=False)
         out.print(
