@@ -755,7 +755,7 @@ def run_push(stage: PPR, state: QueryState, ctx: StageContext, seed_ids: Sequenc
             "the push reads (weight_title > 0); run `graphroute index` on it again (it adds them without "
             "re-extracting), or set ppr.weight_title=0"
         )
-    paths = Paths(w.entity, w.section, w.similar, w.shares, w.hub, w.mentions, w.title)
+    paths = Paths(**asdict(w))
     res = None
     if p.push_engine == "auto" and p.push_tolerance is None:
         res = push_in_database(store, state.group, seed_ids, seed_weights, paths, damping=damping, eps=p.push_eps, top_k=p.top_k)

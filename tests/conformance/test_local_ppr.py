@@ -8,6 +8,7 @@ the ranking, and never read a component its seeds cannot reach.
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from itertools import pairwise
 
 import numpy as np
@@ -177,7 +178,7 @@ def test_the_database_push_stops_reading_a_hub_and_bounds_its_work(store: GraphS
     paths = PPR(PPR.Params(**ROUTE5_PATHS)).weights()  # type: ignore[arg-type]
     from graphroute.plugins.expanders.local_ppr import Paths, push_in_database
 
-    walk = Paths(paths.entity, paths.section, paths.similar, paths.shares, paths.hub, paths.mentions, paths.title)
+    walk = Paths(**asdict(paths))
     got = push_in_database(store, group, [s.node_id for s in seeds], np.ones(3), walk, damping=0.5, eps=1e-2)
     from graphroute.core.index.stats import group_stats
 
@@ -214,9 +215,9 @@ def test_how_far_a_stopped_read_goes_changes_the_work_not_the_scores(store: Grap
     paths = PPR(PPR.Params(**ROUTE5_PATHS)).weights()  # type: ignore[arg-type]
     from graphroute.plugins.expanders.local_ppr import Paths
 
-    walk = Paths(paths.entity, paths.section, paths.similar, paths.shares, paths.hub, paths.mentions, paths.title)
+    walk = Paths(**asdict(paths))
     config = {"damping": 0.5, "eps": 1e-4, "drain": 1e-3, "max_rows": 10**9, "types": walk.edge_types(),
-              "weights": {k: float(v) for k, v in vars(walk).items()}}
+              "weights": asdict(walk)}
 
     def call(**extra: float) -> tuple[dict[str, float], dict[str, object]]:
         rows = store._query(  # type: ignore[attr-defined]
