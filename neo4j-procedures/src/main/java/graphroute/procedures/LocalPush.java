@@ -472,7 +472,7 @@ public final class LocalPush {
                             truncated = true;
                             break rounds;
                         }
-                        // read only until its degree puts it below twice the threshold (STOP_FACTOR)
+                        // read only until its degree puts it below the threshold stopFactor times over
                         if (!read(s, stopFactor * r[s] / eps)) {
                             continue;
                         }
