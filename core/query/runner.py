@@ -6,10 +6,9 @@ size of the first slot it consumes and produces) and stores its stats and tokens
 report shows what was switched off. Parallel branches run on forked states, awaited together
 (they overlap where a stage awaits, e.g. a remote model call; a stage that only has ``run``
 holds the event loop until it returns), and are merged back (see :func:`merge_states`).
-Running such stages on worker threads was measured and not kept: on the embedded store
-Route 5's p50 on MuSiQue rose from 21-22 to 28 ms (its branches' work is Python, which
-threads only interleave), and on Neo4j the overlapped stages took longer each, for no gain
-the runs could tell apart from noise.
+Such stages stay off worker threads: their work is mostly Python, which threads only
+interleave (Route 5 on the embedded MuSiQue group: p50 28 ms threaded against 21-22), and
+a Neo4j server on the same two cores answered overlapped calls no faster.
 """
 
 from __future__ import annotations
