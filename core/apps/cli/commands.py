@@ -14,6 +14,7 @@ from typing import Annotated, Any
 
 import typer
 from graphroute.core.api.constants import DEFAULT_ROUTE
+from graphroute.core.api.models import QueryResult
 from graphroute.core.apps.cli.main import engine, err, out
 from graphroute.core.apps.options import (
     DisableOpt,
@@ -150,13 +151,18 @@ def query(
     if as_json:
         print(json.dumps(result.to_public_json(), indent=2, ensure_ascii=False))
         return
+    _print_answer(question, result)
+    loaded = sum(t.duration_ms for t in result.trace if t.use == MODEL_LOAD)
+    models = f" (loading models {loaded:.0f} ms)" if loaded else ""
+    out.print(f"[dim]{escape(result.route)} · {result.duration_ms:.0f} ms{models} · {len(result.evidence)} evidence[/]")
+
+
+def _print_answer(question: str, result: QueryResult) -> None:
+    """The question, the answer and where each citation points, as `query` and `demo` show them."""
     out.print(f"[bold]Q:[/] {escape(question)}", highlight=False)
     out.print(f"[bold]A:[/] {escape(result.answer)}", highlight=False)
     for c in result.citations:
         out.print(f"  [{c.index}] {_where(c)}", highlight=False, markup=False)
-    loaded = sum(t.duration_ms for t in result.trace if t.use == MODEL_LOAD)
-    models = f" (loading models {loaded:.0f} ms)" if loaded else ""
-    out.print(f"[dim]{escape(result.route)} · {result.duration_ms:.0f} ms{models} · {len(result.evidence)} evidence[/]")
 
 
 def _where(citation: Any) -> str:
@@ -329,10 +335,7 @@ def demo(
     for q in questions:
         result = gr.query(q, route=route)
         out.rule()
-        out.print(f"[bold]Q:[/] {escape(q)}", highlight=False)
-        out.print(f"[bold]A:[/] {escape(result.answer)}", highlight=False)
-        for c in result.citations:
-            out.print(f"  [{c.index}] {_where(c)}", highlight=False, markup=False)
+        _print_answer(q, result)
         out.print(f"[dim]{escape(result.route)} · {result.duration_ms:.0f} ms[/]")
 
 
