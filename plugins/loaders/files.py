@@ -274,8 +274,61 @@ def promote_title(blocks: list[Block], fallback: str) -> tuple[str, list[Block]]
     return fallback, blocks
 
 
+# a plain-text heading: one short line, starting with a capital or a number, with no
+# sentence or clause punctuation at its end (a line ending in ":" introduces what follows)
+# and no comma (a byline "By A. Writer, Reporter", an address, a list) or "label: value"
+_PLAIN_HEADING = re.compile(r"^[A-Z0-9](?:[^\n,:]|:(?!\s)){0,78}[^\s.!?:;,]$")
+_PLAIN_HEADING_WORDS = 12
+# a paragraph's first line is its heading only when it is this much shorter than the next
+# line: the first line of a hard-wrapped paragraph runs to the wrap width
+_HEADING_LINE_SHARE = 0.6
+
+
+def _plain_heading(line: str) -> bool:
+    line = line.strip()
+    return (
+        bool(_PLAIN_HEADING.match(line))
+        and len(line.split()) <= _PLAIN_HEADING_WORDS
+        and not _MD_LIST_ITEM.match(line)
+    )
+
+
+def text_blocks(text: str) -> list[Block]:
+    """Paragraphs of a plain text (blank lines separate them; a paragraph's lines are joined)
+    with its headings: Markdown-style ``#`` lines, a short line standing alone before more
+    text, and a short first line above longer ones ("Sick leave" over its paragraph).
+    Nothing else is read as Markdown: list markers, backquotes and asterisks in prose stay
+    as they are."""
+    parts = [p.strip("\n") for p in re.split(r"\n\s*\n", text) if p.strip()]
+    blocks: list[Block] = []
+    for i, part in enumerate(parts):
+        lines = [ln for ln in part.split("\n") if ln.strip()]
+        para: list[str] = []
+        for j, line in enumerate(lines):
+            m = _MD_HEADING.match(line.strip())
+            heading = None
+            if m and m.group(2):
+                heading = (m.group(2).strip(), len(m.group(1)))
+            elif j == 0 and _plain_heading(line):
+                alone = len(lines) == 1 and i + 1 < len(parts)
+                above = len(lines) > 1 and len(line.strip()) <= _HEADING_LINE_SHARE * len(lines[1].strip())
+                if alone or above:
+                    heading = (line.strip(), 2)
+            if heading is None:
+                para.append(line)
+                continue
+            if para:
+                blocks.append(Block(kind="paragraph", text=normalize_ws(" ".join(para))))
+                para = []
+            blocks.append(Block(kind="heading", text=heading[0], level=heading[1]))
+        if para:
+            blocks.append(Block(kind="paragraph", text=normalize_ws(" ".join(para))))
+    return blocks
+
+
 class TextLoader(Loader):
-    """Plain text (.txt): blank lines separate paragraphs; the file name is the title."""
+    """Plain text (.txt): blank lines separate paragraphs; short lines standing alone are
+    headings (a lone first one is the title, else the file name is)."""
 
     name = "text"
     extensions = (".txt", ".text")
@@ -284,15 +337,17 @@ class TextLoader(Loader):
 
     def load(self, path: Path) -> Iterator[SourceDocument]:
         text, encoding = read_text_and_encoding(path, self.params.max_file_mb)
-        parts = [p.strip() for p in re.split(r"\n\s*\n", text) if p.strip()]
         title = humanize_stem(path)
-        blocks: list[Block] = []
+        first, rest = [*re.split(r"\n\s*\n", text.strip(), maxsplit=1), ""][:2]
+        first = first.strip()
         # plain-text convention: a short first line standing alone, without final
         # punctuation, is the title (metadata), not a sentence
-        if len(parts) > 1 and "\n" not in parts[0] and len(parts[0]) <= 100 and parts[0][-1] not in ".!?:;,":
-            title = parts.pop(0)
-            blocks.append(Block(kind="title", text=title))
-        blocks += [Block(kind="paragraph", text=normalize_ws(p)) for p in parts]
+        if rest.strip() and "\n" not in first and len(first) <= 100 and first[-1] not in ".!?:;,":
+            m = _MD_HEADING.match(first)
+            title = m.group(2) if m and m.group(2) else first
+            blocks = [Block(kind="title", text=title), *text_blocks(rest)]
+        else:
+            blocks = text_blocks(text)
         ensure_content(path, blocks)
         yield make_doc(title, str(path), blocks, text, **encoding_metadata(encoding))
 

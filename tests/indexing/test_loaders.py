@@ -56,6 +56,40 @@ def test_text_title_line_and_paragraphs(tmp_path: Path) -> None:
     assert doc2.title == "plain notes"
 
 
+def test_text_headings_are_sections_not_sentences(tmp_path: Path) -> None:
+    p = tmp_path / "handbook.txt"
+    p.write_text(
+        "Staff Handbook\n\n"
+        "Annual leave\n\nEveryone gets 27 days of annual leave a year.\n\n"
+        "Sick leave\nReport sickness to your line manager before 10:00 on the first day.\n\n"
+        "## Expenses\n\nClaims are paid monthly.\n\n"
+        "Our policies are reviewed every year by the people team and\npublished on the intranet.\n\n"
+        "By Ann Writer, People Team\n\nContact us: people@example.com\n\n"
+        "- Bring your badge\n\nThe office opens at eight.\n\n"
+        "Last updated 2024",
+        encoding="utf-8",
+    )
+    (doc,) = TextLoader().load(p)
+    assert doc.title == "Staff Handbook"
+    assert kinds(doc) == [
+        ("title", "Staff Handbook", 0),
+        ("heading", "Annual leave", 2),
+        ("paragraph", "Everyone gets 27 days of annual leave a year.", 0),
+        ("heading", "Sick leave", 2),
+        ("paragraph", "Report sickness to your line manager before 10:00 on the first day.", 0),
+        ("heading", "Expenses", 2),
+        ("paragraph", "Claims are paid monthly.", 0),
+        # a hard-wrapped paragraph's short first line, a byline, a line ending in ":", a list
+        # item and a short last line are not headings
+        ("paragraph", "Our policies are reviewed every year by the people team and published on the intranet.", 0),
+        ("paragraph", "By Ann Writer, People Team", 0),
+        ("paragraph", "Contact us: people@example.com", 0),
+        ("paragraph", "- Bring your badge", 0),
+        ("paragraph", "The office opens at eight.", 0),
+        ("paragraph", "Last updated 2024", 0),
+    ]
+
+
 def test_html_headings_paragraphs_tables_and_kvps(tmp_path: Path) -> None:
     p = tmp_path / "inv.html"
     p.write_text(
