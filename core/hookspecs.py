@@ -99,7 +99,9 @@ def register_synthesizers() -> list[type[Stage]]:  # type: ignore[empty-body]
 @hookspec
 def register_loaders() -> list[type[Loader]]:  # type: ignore[empty-body]
     """Return :class:`~graphroute.core.api.components.Loader` classes; each declares the file
-    ``extensions`` it reads. Example: ``return [MarkdownLoader]``."""
+    ``extensions`` it reads, and a ``version`` to raise when it starts reading the same file
+    differently (documents an older version read are parsed again on the next index run).
+    Example: ``return [MarkdownLoader]``."""
 
 
 @hookspec

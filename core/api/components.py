@@ -105,10 +105,15 @@ class Loader(Component):
     """Turns a file into :class:`SourceDocument` s (a JSON corpus yields many).
 
     ``by_default = False`` keeps a loader out of every run whose index profile does not name
-    it under ``loaders:`` (e.g. one that sends files to a remote service)."""
+    it under ``loaders:`` (e.g. one that sends files to a remote service).
+
+    ``version``: raise it when the loader reads the same file into different blocks (a new
+    heading rule, say); the next index run re-parses the documents an older version read,
+    although their files did not change."""
 
     extensions: ClassVar[tuple[str, ...]] = ()
     by_default: ClassVar[bool] = True
+    version: ClassVar[int] = 1
 
     def accepts(self, path: Path) -> bool:
         return path.suffix.lower() in self.extensions

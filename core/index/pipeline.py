@@ -258,6 +258,7 @@ class Indexer:
         loaded: list[Any] = []  # SourceDocuments to (re)index
         loaded_files: set[str] = set()  # files that loaded fine (their docs are current)
         yielded: set[str] = set()
+        reader: dict[str, str | None] = {}  # doc id -> the loader version that read it (_reader)
         enter_phase("load")
         tl = time.perf_counter()
         for f in track(files, "load"):
@@ -284,7 +285,8 @@ class Indexer:
                     continue
                 yielded.add(did)
                 old = documents.get(did)
-                if old and old.get("hash") == d.content_hash and not reparse_all:
+                reader[did] = _reader(loader)
+                if old and old.get("hash") == d.content_hash and old.get("reader") == reader[did] and not reparse_all:
                     report.unchanged += 1
                     continue
                 loaded.append(d)
@@ -334,6 +336,8 @@ class Indexer:
                             "hash": d.content_hash, "source": d.source, "title": d.title,
                             "indexed_at": indexed_at,
                         }
+                        if reader.get(sk.doc_id):
+                            entry["reader"] = reader[sk.doc_id]
                         changed.add(sk.doc_id)
                         report.sentences_written += len(sk.sentence_ids)
                         if sk.doc_id not in documents:
@@ -543,6 +547,14 @@ class Indexer:
             results[spec.use] = stats
             ctx.stats[spec.use] = stats
         return results
+
+
+def _reader(loader: Any) -> str | None:
+    """What a document's entry records of the loader that read it: ``name/version`` from
+    version 2 on, nothing for a first version (so entries written before loaders had versions
+    stay current)."""
+    version = int(getattr(loader, "version", 1))
+    return f"{loader.name}/{version}" if version > 1 else None
 
 
 def _reason(exc: Exception, path: Path) -> str:

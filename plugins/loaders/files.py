@@ -332,6 +332,7 @@ class TextLoader(Loader):
 
     name = "text"
     extensions = (".txt", ".text")
+    version = 2  # 2: headings are sections
     Params = FileLoaderParams
     params: FileLoaderParams
 

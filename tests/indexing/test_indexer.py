@@ -212,6 +212,19 @@ def test_profile_change_reparses_everything(make_indexer, corpus: Path) -> None:
     assert report.indexed == 3 and report.unchanged == 0
 
 
+def test_a_new_loader_version_reparses_only_what_it_read(make_indexer, corpus: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """Documents read by an older version of a loader are parsed again although their files
+    did not change; the other loaders' documents stay as they are."""
+    from graphroute.plugins.loaders.files import TextLoader
+
+    make_indexer().index_paths([corpus])
+    assert make_indexer().index_paths([corpus]).unchanged == 3
+    monkeypatch.setattr(TextLoader, "version", TextLoader.version + 1)
+    bumped = make_indexer().index_paths([corpus])
+    assert (bumped.indexed, bumped.unchanged) == (1, 2)  # the one .txt file of the three
+    assert make_indexer().index_paths([corpus]).unchanged == 3
+
+
 def test_indexer_accepts_profile_names(store: GraphStore, registry, settings) -> None:  # type: ignore[no-untyped-def]
     ix = Indexer(store, "g", registry=registry, settings=settings, profile="default")
     assert isinstance(ix.profile, IndexProfile) and ix.profile.name == "default"
