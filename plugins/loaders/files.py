@@ -538,13 +538,21 @@ class HtmlLoader(Loader):
 # --------------------------------------------------------------------------- JSON corpus
 
 
+class JsonCorpusParams(FileLoaderParams):
+    markdown: bool = Field(
+        False,
+        description="read each entry's text as Markdown, as the .md loader reads a file: `#` headings "
+        "start sections, list items and table rows are their own blocks; off: blank-line paragraphs only",
+    )
+
+
 class JsonCorpusLoader(Loader):
     """JSON corpus (.json): a list of {title, text}; each entry is one document (``path#i``)."""
 
     name = "json_corpus"
     extensions = (".json", ".jsonl")
-    Params = FileLoaderParams
-    params: FileLoaderParams
+    Params = JsonCorpusParams
+    params: JsonCorpusParams
 
     def load(self, path: Path) -> Iterator[SourceDocument]:
         raw = read_text(path, self.params.max_file_mb)
@@ -571,7 +579,10 @@ class JsonCorpusLoader(Loader):
                 continue
             title = str(e.get("title") or f"{path.stem} #{i}")
             text = e["text"].replace("\r\n", "\n")
-            blocks = [Block(kind="paragraph", text=normalize_ws(p)) for p in re.split(r"\n\s*\n", text) if p.strip()]
+            if self.params.markdown:
+                blocks = parse_markdown(text)[0]
+            else:
+                blocks = [Block(kind="paragraph", text=normalize_ws(p)) for p in re.split(r"\n\s*\n", text) if p.strip()]
             yield make_doc(title, f"{path}#{i}", blocks, f"{title}\n{text}")
 
 

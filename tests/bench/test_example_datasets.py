@@ -109,3 +109,15 @@ def test_musique_negatives_remove_exactly_the_unanswerable_supporting_passages(t
         else:
             assert not gold & kept and not q.gold
     assert len(full.corpus) - len(ds.corpus) == stats["removed_passages"]
+
+
+def test_larkspur_markdown_profile_is_the_default_with_markdown_entries() -> None:
+    """The handbook's Markdown profile differs from the shipped default only in how the JSON
+    corpus is read, so its bench figures measure that reading and nothing else."""
+    from graphroute.core.config.index_profile import load_index_profile
+
+    md = load_index_profile(str(ROOT / "larkspur" / "index_markdown.yaml"))
+    default = load_index_profile("default")
+    assert [(s.use, s.with_) for s in md.loaders] == [("json_corpus", {"markdown": True})]
+    keep = {"name", "description", "loaders"}
+    assert md.model_dump(exclude=keep) == default.model_dump(exclude=keep)

@@ -165,6 +165,23 @@ def test_json_corpus_one_document_per_entry(tmp_path: Path) -> None:
     assert docs[0].content_hash != docs[1].content_hash
 
 
+def test_json_corpus_reads_markdown_entries_only_when_asked(tmp_path: Path) -> None:
+    p = tmp_path / "corpus.json"
+    text = "Applies to all staff.\n\n## Approval\n\nAsk your manager.\n\n- any `international` trip, and\n- any trip above 2,000."
+    p.write_text(json.dumps([{"title": "Travel Policy", "text": text}]), encoding="utf-8")
+    (plain,) = JsonCorpusLoader().load(p)
+    assert [b.kind for b in plain.blocks] == ["paragraph"] * 4
+    assert plain.blocks[1].text == "## Approval"
+    (md,) = JsonCorpusLoader(JsonCorpusLoader.Params(markdown=True)).load(p)
+    assert kinds(md) == [
+        ("paragraph", "Applies to all staff.", 0),
+        ("heading", "Approval", 2),
+        ("paragraph", "Ask your manager.", 0),
+        ("paragraph", "any international trip, and", 0),
+        ("paragraph", "any trip above 2,000.", 0),
+    ]
+
+
 @pytest.mark.parametrize(
     ("name", "data", "reason"),
     [
