@@ -46,6 +46,14 @@ class ParseSettings(BaseModel):
         ),
     )
     cross_chunk_dedup: bool = Field(True, description="drop a sentence already seen in another chunk of the document")
+    chunk_sections: Literal["split", "pack"] = Field(
+        "split",
+        description=(
+            "`split`: every section starts a chunk (a short section is a chunk of its own); `pack`: a chunk "
+            "holds consecutive paragraphs across sections while they fit in `chunk_max_tokens`, each section "
+            "it enters named on a line of its own; sentences keep their own section either way"
+        ),
+    )
     sentence_vectors: Literal["alone", "in_chunk"] = Field(
         "alone",
         description=(

@@ -1,8 +1,8 @@
 """Document -> deterministic skeleton: nodes and edges from parsing only.
 
 The skeleton is the first layer of the index (skeleton reference, "The Three-Layer
-Architecture"): Document > Section > Paragraph > Sentence, plus section-bounded
-TextChunks. Every edge here comes from the document's structure, never from an algorithm,
+Architecture"): Document > Section > Paragraph > Sentence, plus TextChunks (section-bounded,
+or packed across sections with ``chunk_sections: pack``). Every edge here comes from the document's structure, never from an algorithm,
 so it is exactly reproducible: node ids derive from the document id and positions.
 
 Conventions (documented because retrieval stages rely on them):
@@ -13,9 +13,16 @@ Conventions (documented because retrieval stages rely on them):
 * A **paragraph** is a loader paragraph, or a whole table (its text is the linearised rows,
   one per line). A paragraph longer than ``chunk_max_tokens`` is split at sentence
   boundaries into several paragraphs so every paragraph fits in exactly one chunk.
+* **Chunks** (``chunk_sections``): ``split`` starts a chunk at every section; ``pack`` fills
+  a chunk with consecutive paragraphs of the document, across sections, while they fit in
+  ``chunk_max_tokens``. A packed chunk's ``section_id`` / ``section_path`` are the deepest
+  section holding all of its paragraphs; it has an IN_SECTION edge to each section whose
+  paragraphs it holds, and its text names each of those sections on a line of its own
+  (the path below the chunk's section) before their first paragraph. Paragraphs and
+  sentences keep their own section either way.
 * **Sentence offsets**: ``char_offset`` / ``char_length`` index into
   ``parent_paragraph_text``; ``chunk_char_offset`` indexes into the chunk's text (paragraphs
-  joined by a blank line).
+  and section lines joined by a blank line).
 * **Confidence**: 1.0 for a sentence exactly as the segmenter produced it; 0.8 for a
   sentence that absorbed a fragment (too few words/characters) or was hard-cut because it
   was longer than a chunk: its boundaries are our guess, not the parser's.
@@ -34,6 +41,7 @@ Conventions (documented because retrieval stages rely on them):
 from __future__ import annotations
 
 import hashlib
+import itertools
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -95,6 +103,24 @@ def linearize_row(header: Sequence[str] | None, row: Sequence[str]) -> str:
 
 
 # --------------------------------------------------------------------------- plan
+
+
+def _common_section(sections: Sequence[SectionPlan], by_id: dict[str, SectionPlan]) -> SectionPlan:
+    """The deepest section holding all of ``sections`` (the first one when there is one)."""
+    def chain(sec: SectionPlan) -> list[SectionPlan]:
+        out = [sec]
+        while out[-1].parent is not None:
+            out.append(by_id[out[-1].parent])
+        return out[::-1]  # root first
+
+    common = chain(sections[0])
+    for sec in sections[1:]:
+        other = chain(sec)
+        n = 0
+        while n < min(len(common), len(other)) and common[n].id == other[n].id:
+            n += 1
+        common = common[:n]
+    return common[-1]
 
 
 @dataclass
@@ -193,6 +219,7 @@ class ParseLimits:
     label_prefix: bool = True
     cross_chunk_dedup: bool = True
     chunk_label: str = "heading"
+    chunk_sections: str = "split"
 
     @classmethod
     def of(cls, parse: Any) -> ParseLimits:
@@ -201,6 +228,7 @@ class ParseLimits:
             chunk_max_tokens=parse.chunk_max_tokens, min_sentence_chars=parse.min_sentence_chars,
             min_sentence_words=parse.min_sentence_words, label_prefix=parse.label_prefix,
             cross_chunk_dedup=parse.cross_chunk_dedup, chunk_label=parse.chunk_label,
+            chunk_sections=parse.chunk_sections,
         )
 
 
@@ -340,18 +368,23 @@ def build_skeleton(
         else:
             edge(sec.id, sec.parent, EdgeType.SUBSECTION_OF)
 
-    # --- chunks: greedy packing of consecutive paragraphs of one section
+    # --- chunks: greedy packing of consecutive paragraphs, of one section or across sections
+    pack = limits.chunk_sections == "pack"
     chunks: list[list[int]] = []  # unit indexes per chunk
     chunk_tokens = 0
     last_section: str | None = None
     for ui, (p, text, _sents, _base) in enumerate(units):
         w = _words(text)
-        if not chunks or p.section.id != last_section or chunk_tokens + w > limits.chunk_max_tokens:
+        if pack and p.section.id != last_section and p.section.parent is not None:
+            # the section's line in the chunk's text: at most its path below the root's
+            w += _words(p.section.path[len(plan.sections[0].path) + 3 :])
+        if not chunks or (p.section.id != last_section and not pack) or chunk_tokens + w > limits.chunk_max_tokens:
             chunks.append([])
             chunk_tokens = 0
         chunks[-1].append(ui)
         chunk_tokens += w
         last_section = p.section.id
+    by_id = {sec.id: sec for sec in plan.sections}
 
     sentence_ids: list[str] = []
     sentence_texts: list[str] = []
@@ -364,23 +397,36 @@ def build_skeleton(
     par_no = 0
     for ci, members in enumerate(chunks):
         chunk_id = f"{doc_id}:chk{ci}"
-        section = units[members[0]][0].section
-        chunk_text = "\n\n".join(units[ui][1] for ui in members)
+        member_sections = list({units[ui][0].section.id: units[ui][0].section for ui in members}.values())
+        section = _common_section(member_sections, by_id)
+        blocks_text: list[str] = []  # the chunk's text: its paragraphs, and a line naming each section it enters
+        block_at: dict[int, int] = {}  # unit index -> its place in blocks_text
+        entered = section.id
+        for ui in members:
+            own = units[ui][0].section
+            if own.id != entered:
+                blocks_text.append(own.path[len(section.path) + 3 :] if own.path.startswith(section.path + " > ") else own.title)
+                entered = own.id
+            block_at[ui] = len(blocks_text)
+            blocks_text.append(units[ui][1])
+        chunk_text = "\n\n".join(blocks_text)
+        starts = list(itertools.accumulate((len(x) + 2 for x in blocks_text[:-1]), initial=0))
         chunk_prefix = chunk_label_prefix(title, section.path, limits.chunk_label) if limits.label_prefix else ""
         pages = [units[ui][0].page for ui in members if units[ui][0].page is not None]
         chunk_sentences: list[tuple[str, dict[str, Any]]] = []
         chunk_layout: list[LayoutRow] = []
-        offset = 0
         for ui in members:
             p, text, sents, base = units[ui]
+            offset = starts[block_at[ui]]
+            own = p.section
             par_id = f"{doc_id}:par{par_no}"
             par_no += 1
             par_props: dict[str, Any] = {
-                "text": text, "kind": p.kind, "section_path": section.path, "section_id": section.id,
+                "text": text, "kind": p.kind, "section_path": own.path, "section_id": own.id,
                 "page": p.page, "chunk_id": chunk_id, "document": title, "chunk_char_offset": offset,
             }
             nodes.append(Node(id=par_id, label=Label.PARAGRAPH.value, group=group, doc_id=doc_id, props=par_props))
-            edge(par_id, section.id, EdgeType.PART_OF)
+            edge(par_id, own.id, EdgeType.PART_OF)
             edge(par_id, chunk_id, EdgeType.PART_OF)
             # where each sentence sits on the page: one layout row per line, chunk frame
             layouts = [line_rows(p.boxes, base + s.start, base + s.end, offset - base) for s in sents] if p.boxes else []
@@ -399,13 +445,12 @@ def build_skeleton(
                     "text": stext, "source": s.source, "page": p.page,
                     "char_offset": s.start, "char_length": s.end - s.start,
                     "chunk_char_offset": offset + s.start,
-                    "section_path": section.path, "section_id": section.id,
+                    "section_path": own.path, "section_id": own.id,
                     "parent_paragraph_id": par_id, "parent_paragraph_text": text,
                     "chunk_id": chunk_id, "document": title, "confidence": s.confidence,
                 }))
                 if layouts and layouts[si]:
                     chunk_sentences[-1][1].update(page=layouts[si][0][2], layout=layouts[si], parent_paragraph_layout=par_layout)
-            offset += len(text) + 2
         # sentences of this chunk, in reading order, with NEXT links inside the chunk only
         ids = [f"{doc_id}:sen{len(sentence_ids) + j}" for j in range(len(chunk_sentences))]
         for j, (par_id, props) in enumerate(chunk_sentences):
@@ -418,18 +463,19 @@ def build_skeleton(
             edge(sid, chunk_id, EdgeType.PART_OF)
             if j > 0:
                 edge(ids[j - 1], sid, EdgeType.NEXT)
-            prefix = label_prefix(title, section.path) if limits.label_prefix else ""
+            prefix = label_prefix(title, props["section_path"]) if limits.label_prefix else ""
             start = len(chunk_prefix) + props["chunk_char_offset"]
             sentence_spans.append((ci, start, start + props["char_length"]))
             sentence_ids.append(sid)
             sentence_texts.append(prefix + props["text"])
-            sentence_sections.append(section.id)
+            sentence_sections.append(props["section_id"])
         nodes.append(Node(id=chunk_id, label=Label.CHUNK.value, group=group, doc_id=doc_id, props={
             "text": chunk_text, "section_path": section.path, "section_id": section.id, "index": ci,
             "document": title, "page": pages[0] if pages else None, "tokens": _words(chunk_text),
             "sentence_count": len(chunk_sentences), **({"layout": chunk_layout} if chunk_layout else {}),
         }))
-        edge(chunk_id, section.id, EdgeType.IN_SECTION)
+        for sec in member_sections:
+            edge(chunk_id, sec.id, EdgeType.IN_SECTION)
         edge(chunk_id, doc_id, EdgeType.IN_DOCUMENT)
         chunk_ids.append(chunk_id)
         chunk_texts.append(chunk_prefix + chunk_text)

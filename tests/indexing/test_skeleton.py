@@ -109,6 +109,36 @@ def test_chunks_never_cross_sections_and_respect_the_token_bound() -> None:
     assert all(pos[b] == pos[a] + 1 for a, b in nxt)
 
 
+def test_packed_chunks_cross_sections_and_keep_each_sentence_in_its_own() -> None:
+    sk = build(LEASE, chunk_sections="pack")
+    (chunk,) = nodes(sk, "TextChunk")  # the whole lease fits in 512 tokens
+    sections = {s.props["path"]: s.id for s in nodes(sk, "Section")}
+    assert chunk.props["section_path"] == "Lease" and chunk.props["section_id"] == sections["Lease"]
+    # each section the chunk enters is named on its own line, the path below the chunk's section
+    blocks = chunk.props["text"].split("\n\n")
+    assert [b for b in blocks if b in ("Rent", "Rent > Late fees", "Repairs")] == ["Rent", "Rent > Late fees", "Repairs"]
+    assert blocks.index("Rent > Late fees") == blocks.index("Fees accrue daily after the fifth day.") - 1
+    assert sorted(dst for src, dst in edges(sk, "IN_SECTION") if src == chunk.id) == sorted(sections.values())
+    for sen in nodes(sk, "Sentence"):
+        start = sen.props["chunk_char_offset"]
+        assert chunk.props["text"][start : start + sen.props["char_length"]] == sen.props["text"]
+    fees = next(s for s in nodes(sk, "Sentence") if s.props["text"].startswith("Fees accrue"))
+    assert fees.props["section_path"] == "Lease > Rent > Late fees"
+    i = sk.sentence_ids.index(fees.id)
+    assert sk.sentence_sections[i] == sections["Lease > Rent > Late fees"]
+    assert sk.sentence_embed_texts[i].startswith("[Document: Lease | Section: Lease > Rent > Late fees] ")
+
+    # chunks still hold at most chunk_max_tokens (section lines counted); a chunk inside one
+    # section's subtree belongs to that section
+    small = build(LEASE, chunk_sections="pack", chunk_max_tokens=30)
+    chunks = nodes(small, "TextChunk")
+    assert len(chunks) > 1 and all(c.props["tokens"] <= 30 for c in chunks)
+    rent = next(c for c in chunks if "Rent is due" in c.props["text"])
+    assert rent.props["section_path"] == "Lease > Rent" and rent.props["text"].endswith("Late fees\n\nFees accrue daily after the fifth day.")
+    # split (the default) starts a chunk at every section
+    assert len(nodes(build(LEASE), "TextChunk")) == 4
+
+
 def test_oversized_paragraph_is_split_so_it_fits_one_chunk() -> None:
     para = " ".join(f"The tenant number {i} paid the monthly rent in full." for i in range(40))
     sk = build([Block("paragraph", para)], chunk_max_tokens=50)
