@@ -133,7 +133,10 @@ def test_sentences_rank_in_their_own_index_and_a_group_written_before_it_falls_b
         version = store.version(group)
         assert store.upgrade_group(group) == ["indexed the text of 8 sentences in gr_sentence_text"]
         assert store.version(group) > version and store.upgrade_group(group) == []
-        assert {h for h, _ in store.search_text(group, question, 3, label=Label.SENTENCE) or []} == {h for h, _ in hits or []}
+        # the server ranks them again: three of the group's sentences (all eight have the same
+        # text, so which three is the index's tie-break, which a re-index may change)
+        again = store.search_text(group, question, 3, label=Label.SENTENCE)
+        assert again is not None and len(again) == 3 and {h for h, _ in again} <= {f"c{i:03d}/s" for i in range(8)}
         store.delete_group(group)  # an emptied group's next sentences are all indexed again
         store.write(group, chunks(group, 4))
         assert store.search_text(group, question, 3, label=Label.SENTENCE)
