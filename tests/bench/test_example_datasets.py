@@ -1,6 +1,6 @@
 """The benchmark sets shipped in examples/datasets: the Larkspur handbook, the Wrenfield Courier
-newspaper archive, the Vellumdrift product documentation and the script that makes the MuSiQue
-negatives set."""
+newspaper archive, the Vellumdrift product documentation, the Quarrybank research computing
+guide, the Markdown index profiles and the script that makes the MuSiQue negatives set."""
 
 from __future__ import annotations
 
@@ -19,12 +19,13 @@ ROOT = Path(__file__).resolve().parents[2] / "examples" / "datasets"
 MUSIQUE = Path("/work/shared/datasets/musique")
 
 
-# (folder, documents, question kinds): the Larkspur handbook, the Wrenfield Courier archive and
-# the Vellumdrift documentation
+# (folder, documents, question kinds): the Larkspur handbook, the Wrenfield Courier archive, the
+# Vellumdrift documentation and the Quarrybank research computing guide
 SETS = [
     ("larkspur", 61, {"single": 69, "multi": 38, "off_topic": 12, "near_miss": 22}),
     ("wrenfield", 55, {"single": 54, "multi": 42, "off_topic": 10, "near_miss": 25}),
     ("vellumdrift", 52, {"single": 60, "multi": 35, "off_topic": 10, "near_miss": 25}),
+    ("quarrybank", 58, {"single": 62, "multi": 41, "off_topic": 10, "near_miss": 20}),
 ]
 
 
@@ -111,13 +112,16 @@ def test_musique_negatives_remove_exactly_the_unanswerable_supporting_passages(t
     assert len(full.corpus) - len(ds.corpus) == stats["removed_passages"]
 
 
-def test_larkspur_markdown_profile_is_the_default_with_markdown_entries() -> None:
-    """The handbook's Markdown profile differs from the shipped default only in how the JSON
-    corpus is read, so its bench figures measure that reading and nothing else."""
+@pytest.mark.parametrize(("name", "chunk_sections"), [("index_markdown.yaml", "split"), ("index_markdown_pack.yaml", "pack")])
+def test_markdown_profiles_are_the_default_but_for_the_reading(name: str, chunk_sections: str) -> None:
+    """The Markdown profiles differ from the shipped default only in how a JSON corpus's
+    entries are read and chunked, so their bench figures measure that and nothing else."""
     from graphroute.core.config.index_profile import load_index_profile
 
-    md = load_index_profile(str(ROOT / "larkspur" / "index_markdown.yaml"))
+    md = load_index_profile(str(ROOT / name))
     default = load_index_profile("default")
     assert [(s.use, s.with_) for s in md.loaders] == [("json_corpus", {"markdown": True})]
-    keep = {"name", "description", "loaders"}
+    assert md.parse.chunk_sections == chunk_sections
+    keep = {"name", "description", "loaders", "parse"}
     assert md.model_dump(exclude=keep) == default.model_dump(exclude=keep)
+    assert md.parse.model_dump(exclude={"chunk_sections"}) == default.parse.model_dump(exclude={"chunk_sections"})
