@@ -73,6 +73,9 @@ def doc_id_for(source: str) -> str:
     return "doc-" + hashlib.sha1(source.encode("utf-8")).hexdigest()[:16]
 
 
+PATH_SEP = " > "  # between the titles of a section path
+
+
 def label_prefix(title: str, section_path: str) -> str:
     """The label a sentence is embedded with (skeleton reference): the sentence alone lacks
     the context of where it stands."""
@@ -86,7 +89,7 @@ def chunk_label_prefix(title: str, section_path: str, style: str) -> str:
     the bracket label, whose meta words dilute a 256-token mean-pooled vector."""
     if style == "brackets":
         return label_prefix(title, section_path)
-    path = section_path if section_path.startswith(title) else f"{title} > {section_path}" if section_path else title
+    path = section_path if section_path.startswith(title) else f"{title}{PATH_SEP}{section_path}" if section_path else title
     return f"{path}\n"
 
 
@@ -103,6 +106,12 @@ def linearize_row(header: Sequence[str] | None, row: Sequence[str]) -> str:
 
 
 # --------------------------------------------------------------------------- plan
+
+
+def _path_below(sec: SectionPlan, ancestor: SectionPlan) -> str:
+    """``sec``'s path below ``ancestor``, one of its enclosing sections ("Rent > Late fees"
+    below the root "Lease")."""
+    return sec.path[len(ancestor.path) + len(PATH_SEP) :]
 
 
 def _common_section(sections: Sequence[SectionPlan], by_id: dict[str, SectionPlan]) -> SectionPlan:
@@ -175,7 +184,7 @@ def plan_document(doc: SourceDocument, doc_id: str | None = None) -> DocumentPla
             parent = stack[-1] if stack else root
             sec = SectionPlan(
                 id=f"{doc_id}:sec{len(sections)}", title=b.text.strip(),
-                path=f"{parent.path} > {b.text.strip()}", level=level, parent=parent.id, index=len(sections),
+                path=f"{parent.path}{PATH_SEP}{b.text.strip()}", level=level, parent=parent.id, index=len(sections),
             )
             sections.append(sec)
             stack.append(sec)
@@ -377,7 +386,7 @@ def build_skeleton(
         w = _words(text)
         if pack and p.section.id != last_section and p.section.parent is not None:
             # the section's line in the chunk's text: at most its path below the root's
-            w += _words(p.section.path[len(plan.sections[0].path) + 3 :])
+            w += _words(_path_below(p.section, plan.sections[0]))
         if not chunks or (p.section.id != last_section and not pack) or chunk_tokens + w > limits.chunk_max_tokens:
             chunks.append([])
             chunk_tokens = 0
@@ -405,7 +414,7 @@ def build_skeleton(
         for ui in members:
             own = units[ui][0].section
             if own.id != entered:
-                blocks_text.append(own.path[len(section.path) + 3 :] if own.path.startswith(section.path + " > ") else own.title)
+                blocks_text.append(_path_below(own, section))  # own lies below section: document order never returns to it
                 entered = own.id
             block_at[ui] = len(blocks_text)
             blocks_text.append(units[ui][1])
