@@ -184,7 +184,7 @@ class NegativeFloor(StageParams):
     names_in_corpus: bool = Field(
         False,
         description="Not found when a name in the question (its capitalised words after the first "
-        "word, e.g. 'Hollins Freight', 'FIFA World Cup') occurs in no passage of the indexed "
+        "word, up to punctuation or a possessive, e.g. 'Hollins Freight', 'FIFA World Cup') occurs in no passage of the indexed "
         "corpus: all its words in one chunk, spelling variants of longer words allowed, and so "
         "the parts of camel-case words ('Mac' in 'macOS'), an acronym spelled out by a name or a "
         "heading ('FAQ'), a nationality word before a name apart from it. Also when a word the "
@@ -238,18 +238,26 @@ _NAME_JOINERS = frozenset(["of", "the", "and", "de", "van", "von", "der", "den",
 _QTOKEN_RE = re.compile(r"[^\W_]+(?:['’.\-][^\W_]+)*|[,;:()\[\]\"“”!?]")
 
 
+_POSSESSIVE_RE = re.compile(r"['’]s$", re.IGNORECASE)
+
+
 def _question_tokens(question: str) -> list[tuple[bool, str]]:
     """The question's tokens, each with whether it may be part of a name: a word after the
     first word; the first word (capitalised anyway) and punctuation come with False, and a
-    punctuation token is returned as ""."""
+    punctuation token is returned as "". A possessive ends a name as punctuation does: "the
+    School of Engineering's CFD licence" names the School of Engineering and CFD, which the
+    corpus need not write side by side."""
     out: list[tuple[bool, str]] = []
     words = 0
-    for tok in _QTOKEN_RE.findall(question):
+    for m in _QTOKEN_RE.finditer(question):
+        tok = m.group()
         if not tok[0].isalnum():
             out.append((False, ""))
             continue
         out.append((words > 0, tok))
         words += 1
+        if _POSSESSIVE_RE.search(tok) or (tok[-1] in "sS" and question[m.end() : m.end() + 1] in ("'", "’")):
+            out.append((False, ""))
     return out
 
 
@@ -289,7 +297,7 @@ def question_names(question: str) -> list[tuple[str, ...]]:
 
     A name is a run of capitalised words (joined by "of", "the", "van", ...), never starting
     at the question's first word, which is capitalised anyway, and ended by punctuation (a
-    comma between two names, a closing quote); hyphenated parts count as words
+    comma between two names, a closing quote) or a possessive; hyphenated parts count as words
     ("Jong-chul" -> jong, chul). Words of one letter (initials) and stopwords are dropped."""
     names = [_run_words(run) for run in _name_runs(question)]
     return [n for n in names if n]
