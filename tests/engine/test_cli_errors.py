@@ -84,3 +84,15 @@ def test_unknown_route_name_exits_2() -> None:
 def test_routes_lists_user_routes_from_env(route_file: Path) -> None:
     r = run_cli("routes", env={"GRAPHROUTE_ROUTES": str(route_file.parent), "COLUMNS": "200"})
     assert r.returncode == 0 and "cli_route" in r.stdout
+
+
+@pytest.mark.parametrize("args, needle", [
+    (("query",), "Missing argument 'QUESTION'"),
+    (("index", "--bogus"), "No such option: --bogus"),
+    (("query", "q", "--route"), "requires an argument"),
+])
+def test_usage_errors_exit_2_with_the_usage_line(args: tuple[str, ...], needle: str) -> None:
+    r = run_cli(*args)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert needle in r.stderr
+    assert "GRAPHROUTE_DEBUG" not in r.stderr  # not reported as an internal error

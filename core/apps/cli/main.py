@@ -17,6 +17,7 @@ import typer
 from graphroute.core.api.values import env_flag
 from graphroute.core.config.settings import Settings
 from graphroute.core.errors import (
+    EXIT_USER,
     GraphRouteError,
     PluginError,
     RouteConfigError,
@@ -159,10 +160,12 @@ def main(argv: list[str] | None = None) -> None:
     except Exception as exc:  # click usage errors and the unexpected
         import click
 
-        if isinstance(exc, click.exceptions.ClickException):
+        # typer 0.29 raises its own copy of click's exceptions (under TyperException), not click's
+        usage = (click.exceptions.ClickException, getattr(typer, "TyperException", click.exceptions.ClickException))
+        if isinstance(exc, usage) and hasattr(exc, "show"):
             exc.show()
-            sys.exit(exc.exit_code)
-        if isinstance(exc, click.exceptions.Abort):
+            sys.exit(int(getattr(exc, "exit_code", EXIT_USER)))
+        if isinstance(exc, click.exceptions.Abort | typer.Abort):
             sys.exit(1)
         if debug:
             raise
