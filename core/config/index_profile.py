@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import difflib
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 from graphroute.core.errors import IndexProfileError
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
+
+if TYPE_CHECKING:
+    from graphroute.core.registry import Family, Registry
 
 
 class ComponentSpec(BaseModel):
@@ -77,6 +81,44 @@ class IndexProfile(BaseModel):
     # loaders tried before the built-in ones, in order, with their parameters
     loaders: list[ComponentSpec] = Field(default_factory=list)
     steps: list[ComponentSpec] = Field(default_factory=list)
+    _source: Path | None = PrivateAttr(None)  # the file it was read from, for messages
+
+
+def check_profile(profile: IndexProfile, registry: Registry) -> None:
+    """Raise IndexProfileError when an enabled component of ``profile`` (its segmenter,
+    embedder, loaders or index steps) is not registered, or its ``with`` does not fit the
+    component's parameters: before an index run writes anything, as a route is checked
+    before it runs, so a misspelt step is not a group silently built without its layer."""
+    entries: list[tuple[str, ComponentSpec, Family[Any]]] = [
+        ("segmenter", profile.segmenter, registry.segmenters),
+        ("embedder", profile.embedder, registry.embedders),
+        *((f"loaders[{k}]", spec, registry.loaders) for k, spec in enumerate(profile.loaders)),
+        *((f"steps[{k}]", spec, registry.index_steps) for k, spec in enumerate(profile.steps)),
+    ]
+    where = str(profile._source) if profile._source else f"index profile {profile.name!r}"
+    for place, spec, family in entries:
+        if not spec.enabled:
+            continue
+        if spec.use not in family:
+            close = difflib.get_close_matches(spec.use, family.names(), n=3)
+            hint = f"did you mean {', '.join(close)}? " if close else ""
+            raise IndexProfileError(
+                f"{where}: {place}: unknown {family.title} {spec.use!r}\n  fix: {hint}registered: "
+                f"{', '.join(family.names()) or 'none'}; install the plugin that provides it, or set "
+                "`enabled: false` on the entry"
+            )
+        params = family.get(spec.use).Params
+        try:
+            params(**spec.with_)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            name = ".".join(str(x) for x in err["loc"]) or "?"
+            problem = (f"unknown parameter `{name}`" if err["type"] == "extra_forbidden"
+                       else f"bad value for `{name}`: {err['msg']} (got {err.get('input')!r})")
+            raise IndexProfileError(
+                f"{where}: {place} `{spec.use}`: {problem}\n  fix: parameters of `{spec.use}`: "
+                f"{', '.join(params.model_fields) or 'none'}"
+            ) from None
 
 
 def builtin_index_profiles_dir() -> Path:
@@ -107,9 +149,11 @@ def load_index_profile(name_or_path: str | None) -> IndexProfile:
         problem = getattr(exc, "problem", None) or str(exc)
         raise IndexProfileError(f"{where}: malformed YAML: {problem}\n  fix: fix the YAML syntax") from None
     try:
-        return IndexProfile.model_validate(strip_lines(data))
+        profile = IndexProfile.model_validate(strip_lines(data))
     except ValidationError as exc:
         raise IndexProfileError(_explain_profile_error(p, data, exc)) from None
+    profile._source = p
+    return profile
 
 
 def _explain_profile_error(path: Path, data: Any, exc: ValidationError) -> str:

@@ -24,7 +24,7 @@ import numpy as np
 from graphroute.core.api.components import Embedder, IndexContext, LLMClient
 from graphroute.core.api.constants import DOCUMENTS_META, FINGERPRINT_META
 from graphroute.core.api.store import DocumentBatch, GraphStore, MetaPatch, merge_batches
-from graphroute.core.config.index_profile import IndexProfile, load_index_profile
+from graphroute.core.config.index_profile import IndexProfile, check_profile, load_index_profile
 from graphroute.core.config.settings import Settings
 from graphroute.core.errors import LoaderError, StoreLocationError
 from graphroute.core.index.files import collect_files, fingerprint
@@ -226,6 +226,8 @@ class Indexer:
             raise StoreLocationError(
                 f"store {self.store.location!r} is read-only for this process; it can be queried, not indexed into"
             )
+        if paths:  # a delete alone runs the group's stored profile, whatever is installed now
+            check_profile(self.profile, self.registry)
         t0 = time.perf_counter()
         indexed_at = datetime.now(UTC).isoformat(timespec="seconds")
         report = IndexReport()

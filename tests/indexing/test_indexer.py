@@ -4,6 +4,7 @@ incremental re-indexing, bad files, the embedding cache, kNN steps and the sweep
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from graphroute.core.api.models import Edge, Node
 from graphroute.core.api.store import GraphStore
 from graphroute.core.apps.bench.sweep import THRESHOLDS, threshold_sweep
 from graphroute.core.config.index_profile import ComponentSpec, IndexProfile
+from graphroute.core.errors import IndexProfileError
 from graphroute.core.index.pipeline import Indexer
 from graphroute.core.index.stats import group_stats
 
@@ -38,14 +40,14 @@ def doc_ids(store: GraphStore, group: str) -> dict[str, str]:
 
 def test_sample_corpus_index_report_meta_and_invariants(make_indexer, store: GraphStore, corpus: Path) -> None:  # type: ignore[no-untyped-def]
     profile = skeleton_profile()
-    profile.steps.append(ComponentSpec(use="not_a_registered_step"))
+    profile.steps.append(ComponentSpec(use="not_a_registered_step", enabled=False))
     report = make_indexer(profile=profile).index_paths([corpus])
     data = report.to_json()
     assert {"indexed", "unchanged", "removed", "failed", "seconds", "documents", "sentences", "steps"} <= set(data)
     assert data["indexed"] == 3 and data["failed"] == [] and data["documents"] == 3  # questions.txt ignored
     assert data["sentences"] == report.sentences_written > 20
-    assert data["steps"]["not_a_registered_step"] == {"skipped": "not registered"}
-    assert any("not_a_registered_step" in w for w in data["warnings"])
+    assert data["steps"]["not_a_registered_step"] == {"skipped": "disabled in the profile"}
+    assert data["warnings"] == []
     knn = data["steps"]["sentence_knn"]
     assert knn["within_budget"] and knn["budget"] == 2 * data["sentences"]
     figures = check_skeleton(store, "g")
@@ -243,3 +245,50 @@ def test_each_run_first_brings_the_group_up_to_date(make_indexer, store: GraphSt
     monkeypatch.setattr(store, "upgrade_group", upgrade)
     assert make_indexer().index_paths([corpus]).to_json()["upgrades"] == ["indexed the text of 3 sentences"]
     assert make_indexer().index_paths([corpus]).to_json()["upgrades"] == [] and calls == ["g", "g"]
+
+
+@pytest.mark.parametrize("entry, message", [
+    (ComponentSpec(use="sentence_kmn"), "unknown index step 'sentence_kmn'"),
+    (ComponentSpec(use="sentence_knn", with_={"threshhold": 0.9}), "unknown parameter `threshhold`"),
+    (ComponentSpec(use="sentence_knn", with_={"k": -1}), "bad value for `k`"),
+])
+def test_a_bad_index_step_is_refused_before_anything_is_written(  # type: ignore[no-untyped-def]
+    make_indexer, store: GraphStore, corpus: Path, entry: ComponentSpec, message: str
+) -> None:
+    make_indexer().index_paths([corpus])
+    before = store.counts("g")
+    profile = skeleton_profile()
+    profile.steps.append(entry)
+    (corpus / "extra.md").write_text("# Extra\n\nA new page about parking permits.\n", encoding="utf-8")
+    with pytest.raises(IndexProfileError, match=re.escape(message)) as info:
+        make_indexer(profile=profile).index_paths([corpus])
+    assert "sentence_knn" in str(info.value)  # the fix names what is registered or accepted
+    assert store.counts("g") == before  # the new file was not read, nothing indexed was touched
+
+
+def test_a_step_that_fails_is_reported_and_fails_the_run(tmp_path: Path, store: GraphStore, settings, corpus: Path) -> None:  # type: ignore[no-untyped-def]
+    from graphroute.core.api.components import IndexStep
+    from graphroute.core.apps.cli.commands import index_exit_code
+    from graphroute.core.hookspecs import hookimpl
+    from graphroute.core.registry import build_registry
+
+    class Broken(IndexStep):
+        name = "broken_step"
+
+        def run(self, ctx):  # type: ignore[no-untyped-def]
+            raise RuntimeError("the layer could not be built")
+
+    class Plugin:
+        @hookimpl
+        def register_index_steps(self) -> list[type[IndexStep]]:
+            return [Broken]
+
+    registry = build_registry(extra_plugins=[Plugin()])
+    profile = skeleton_profile()
+    profile.steps.append(ComponentSpec(use="broken_step"))
+    data = Indexer(store, "g", registry=registry, settings=settings, profile=profile).index_paths([corpus]).to_json()
+    assert data["indexed"] == 3 and data["failed"] == []  # the documents are written
+    assert data["steps"]["broken_step"] == {"error": "RuntimeError: the layer could not be built"}
+    assert data["warnings"] == ["index step 'broken_step' failed: RuntimeError: the layer could not be built"]
+    assert index_exit_code(data) == 1
+    assert index_exit_code({**data, "steps": {"sentence_knn": {}}}) == 0

@@ -214,9 +214,13 @@ def index(
 def index_exit_code(data: dict[str, Any]) -> int:
     """0 when every file of a supported type was read (unsupported ones are only skipped),
     ``EXIT_FILES_FAILED`` when some could not be read and the rest were indexed, and
-    ``EXIT_INTERNAL`` when files failed and none could be read at all."""
+    ``EXIT_INTERNAL`` when files failed and none could be read at all, or an index step
+    failed (the documents are written, a derived layer is not)."""
     from graphroute.core.errors import EXIT_FILES_FAILED, EXIT_INTERNAL
 
+    steps = data.get("steps") or {}
+    if any(isinstance(s, dict) and "error" in s for s in steps.values()):
+        return EXIT_INTERNAL
     if not data.get("failed"):
         return 0
     return EXIT_FILES_FAILED if data.get("indexed", 0) + data.get("unchanged", 0) else EXIT_INTERNAL
@@ -239,6 +243,8 @@ def _print_index_report(data: dict[str, Any]) -> None:
         err.print(f"[yellow]warning: skipped[/] {escape(str(f['path']))}: {escape(str(f['reason']))}", highlight=False)
     for f in data.get("failed", []):
         err.print(f"[bold red]failed[/] {escape(str(f['path']))}: {escape(str(f['reason']))}", highlight=False)
+    for w in data.get("warnings", []):
+        err.print(f"[yellow]warning:[/] {escape(str(w))}", highlight=False)
     if "sweep" in data:
         table = Table(title="RELATED_TO threshold sweep")
         for col in ("threshold", "edges", "density", "cross_document_ratio", "within_budget"):
