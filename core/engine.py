@@ -113,10 +113,19 @@ class GraphRoute:
         timeout_s: float | None = None,
     ) -> QueryResult:
         """Answer ``question`` through ``route``. A question longer than
-        ``settings.max_question_chars`` is refused (QuestionError); with ``timeout_s`` the
-        query is stopped after that many seconds (QueryTimeoutError)."""
+        ``settings.max_question_chars`` is refused (QuestionError), and so is a group the
+        store does not hold (NotFoundError, naming the groups it holds: a misspelt group is
+        not an empty answer); with ``timeout_s`` the query is stopped after that many seconds
+        (QueryTimeoutError)."""
         check_question(question, self.settings.max_question_chars)
         resolved = self.route(route, overrides)
+        group = group or self.group
+        with self._lock:
+            known = group in self._services
+        if not known:  # checked once per group: its services are kept from the first query on
+            from graphroute.core.index.manage import require_group
+
+            require_group(self.store, group)
         return run_route(resolved, question, self.services(group), timeout_s=timeout_s)
 
     # ------------------------------------------------------------------ index

@@ -56,6 +56,10 @@ def test_groups_and_documents(run) -> None:  # type: ignore[no-untyped-def]
     assert code == 0 and "Lighthouse" in out and "indexed at" in out
     code, _, err = run("documents", "--group", "nope")
     assert code == 2 and "group 'nope' not found" in err and "g, h" in err
+    # every command that names a group refuses one the store lacks, listing those it holds
+    for command in (["query", "Who keeps the lighthouse?"], ["upgrade"], ["stats"]):
+        code, _, err = run(*command, "--group", "nope")
+        assert code == 2 and "group 'nope' not found" in err and "(groups: g, h)" in err, (command, err)
 
 
 def test_delete_refuses_without_yes_off_a_terminal(run) -> None:  # type: ignore[no-untyped-def]

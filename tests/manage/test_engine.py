@@ -30,6 +30,9 @@ def test_groups_and_documents_list_what_is_indexed(indexed: GraphRoute, tmp_path
         assert d["content_hash"] and d["indexed_at"] and d["indexed_at"].endswith("+00:00")
     with pytest.raises(NotFoundError, match="group 'nope' not found"):
         indexed.documents("nope")
+    # a query in a group the store lacks is an error, not an empty answer
+    with pytest.raises(NotFoundError, match=r"group 'nope' not found .*\(groups: g, h\)"):
+        indexed.query("Who keeps the lighthouse?", group="nope")
 
 
 def test_deleting_a_document_updates_the_derived_layers(indexed: GraphRoute, tmp_path: Path) -> None:

@@ -30,6 +30,7 @@ from graphroute.core.config.resolve import load_route
 from graphroute.core.config.route import list_routes
 from graphroute.core.errors import UserError
 from graphroute.core.hookspecs import hookimpl
+from graphroute.core.index.manage import require_group
 from graphroute.core.registry import get_registry, skipped_builtins
 from rich.markup import escape
 from rich.table import Table
@@ -139,6 +140,7 @@ def query(
     ov = overrides_from_cli(set_ or [], disable or [], enable or [])
     gr = engine(store, group)
     resolved = gr.route(route, ov)
+    require_group(gr.store, gr.group)
     if not gr.store.counts(gr.group).get("nodes"):
         raise UserError(
             f"group '{gr.group}' in store '{gr.store.location}' is empty; index documents first: "
@@ -264,6 +266,7 @@ def upgrade(
     index its sentences' text, its entities' names and its sections' titles), without
     indexing anything; `graphroute index` does the same before every run."""
     gr = engine(store, group)
+    require_group(gr.store, gr.group)
     done = gr.store.upgrade_group(gr.group)
     if as_json:
         print(json.dumps({"group": gr.group, "upgrades": done}, indent=2))
