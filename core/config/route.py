@@ -307,6 +307,15 @@ def _apply_extends(parent: RouteConfig, child: RouteConfig) -> RouteConfig:
                 f"cannot patch '{ce.key}': it is a {'parallel block' if isinstance(target, ParallelSpec) else 'stage'} in the parent route",
                 file=child.source, line=ce.line, stage=ce.key, fix="give the new entry another id",
             )
+        if isinstance(ce, StageSpec) and ce.use is None:  # a patch whose target is not there
+            ids = [s.key for s in parent.iter_stages()]
+            close = difflib.get_close_matches(ce.key, ids, n=3)
+            hint = f"did you mean {', '.join(close)}? " if close else ""
+            raise RouteConfigError(
+                f"'{ce.key}' patches no stage of the parent route '{parent.name}'",
+                file=child.source, line=ce.line, stage=ce.key,
+                fix=f"{hint}its stage ids: {', '.join(ids)}; to add a new stage, name it with `use:`",
+            )
         anchor = ce.after or ce.before
         if anchor is not None:
             j = index_of(anchor)

@@ -192,3 +192,39 @@ def test_route_diagram_renders_offline_and_stage_ids_stay_whole(site: str, brows
         shot(page, "route-diagram.png")
     finally:
         page.close()
+
+
+def _yaml_examples() -> list[tuple[str, str]]:
+    """Every ```yaml block of the README and the guides, dedented (a block inside an
+    admonition is indented), with where it stands."""
+    import re
+    import textwrap
+
+    blocks = []
+    for path in [ROOT / "README.md", *sorted((DOCS / "pages").glob("*.md"))]:
+        text = path.read_text(encoding="utf-8")
+        for m in re.finditer(r"^([ \t]*)```yaml\n(.*?)^\1```", text, re.S | re.M):
+            line = text.count("\n", 0, m.start()) + 1
+            blocks.append((f"{path.relative_to(ROOT)}:{line}", textwrap.dedent(m.group(2))))
+    return blocks
+
+
+@pytest.mark.parametrize("where, text", _yaml_examples(), ids=lambda v: v if ":" in str(v) and "\n" not in str(v) else "")
+def test_route_and_profile_examples_in_the_docs_load(where: str, text: str, tmp_path: Path) -> None:
+    """A route example resolves against today's routes and stages (a patch names a stage the
+    parent has, `after:` a top-level one); a named index profile names registered components
+    with parameters they take."""
+    import yaml
+    from graphroute.core.config.index_profile import check_profile, load_index_profile
+    from graphroute.core.config.resolve import load_route
+    from graphroute.core.registry import get_registry
+
+    data = yaml.safe_load(text)
+    if not isinstance(data, dict) or "name" not in data:
+        pytest.skip(f"{where}: a fragment, not a whole route or profile")
+    path = tmp_path / f"{data['name']}.yaml"
+    path.write_text(text, encoding="utf-8")
+    if "stages" in data:
+        load_route(str(path), get_registry())
+    else:
+        check_profile(load_index_profile(str(path)), get_registry())

@@ -165,6 +165,15 @@ def test_extends_patches_by_id_and_inserts(tmp_path: Path, registry: Registry) -
     assert synth.enabled is False and synth.use == "t_echo"
 
 
+def test_a_patch_of_a_stage_the_parent_lacks_names_the_parents_stages(tmp_path: Path, registry: Registry) -> None:
+    write(tmp_path, "base", GOOD)
+    child = write(tmp_path, "child", "name: child\nextends: base\nstages:\n  - id: kep\n    enabled: false\n")
+    with pytest.raises(RouteConfigError) as exc:
+        load_route(str(child), registry, environ={})
+    assert exc.value.message == "'kep' patches no stage of the parent route 'good'" and exc.value.line == 4
+    assert "did you mean keep?" in exc.value.fix and "fixed, keep, synth" in exc.value.fix and "`use:`" in exc.value.fix
+
+
 def test_malformed_yaml_reports_the_line(tmp_path: Path, registry: Registry) -> None:
     p = write(tmp_path, "broken", "name: broken\nstages:\n  - use: t_fixed\n    with: {n: 5\n  - use: t_echo\n")
     with pytest.raises(RouteConfigError) as exc:
