@@ -35,12 +35,19 @@ class Overrides:
     enabled: dict[str, bool] = field(default_factory=dict)
     origin: str = "override"
     strict: bool = True  # unknown stage ids are an error (not for the environment)
+    # where each parameter's value came from, when merged from several sources (else ``origin``)
+    sources: dict[tuple[str, str], str] = field(default_factory=dict)
 
     def merged(self, other: Overrides) -> Overrides:
         """``other`` wins."""
         return Overrides(
-            {**self.params, **other.params}, {**self.enabled, **other.enabled}, other.origin, other.strict
+            {**self.params, **other.params}, {**self.enabled, **other.enabled}, other.origin, other.strict,
+            {**{k: self.source_of(k) for k in self.params}, **{k: other.source_of(k) for k in other.params}},
         )
+
+    def source_of(self, key: tuple[str, str]) -> str:
+        """Where the value of ``key`` (stage id, parameter) came from: "command line", ..."""
+        return self.sources.get(key, self.origin)
 
     def is_empty(self) -> bool:
         return not self.params and not self.enabled
@@ -65,6 +72,11 @@ def overrides_from_cli(
             )
         key, value = item.split("=", 1)
         stage_id, param = key.split(".", 1)
+        if not stage_id or not param:
+            raise RouteConfigError(
+                f"bad --set {item!r}: no stage id or no parameter",
+                fix="write --set STAGE_ID.PARAM=VALUE, e.g. --set score_gap.threshold=0.4",
+            )
         if param == "enabled":
             ov.enabled[stage_id] = parse_bool(value, f"--set {key}")
         else:
@@ -106,7 +118,7 @@ def overrides_from_mapping(mapping: Mapping[str, Any] | None) -> Overrides:
                     ov.enabled[key] = parse_bool(v, f"override {key}.enabled")
                 else:
                     ov.params[(key, param)] = v
-        elif "." in key:
+        elif "." in key and all(key.split(".", 1)):
             stage_id, param = key.split(".", 1)
             if param == "enabled":
                 ov.enabled[stage_id] = parse_bool(value, f"override {key}")
@@ -154,6 +166,7 @@ def apply_overrides(cfg: RouteConfig, ov: Overrides) -> RouteConfig:
                 fix="override the stages inside the block by their ids",
             )
         t.with_ = {**t.with_, param: value}
+        t.overridden[param] = ov.source_of((stage_id, param))
     for stage_id, on in ov.enabled.items():
         t = target(stage_id)
         if t is not None:

@@ -87,6 +87,12 @@ def _resolve_stage(spec: StageSpec, cfg: RouteConfig, registry: Registry) -> Res
             msg = f"unknown parameter `{pname}` for stage `{spec.use}`"
         else:
             msg = f"bad value for `{pname}` of stage `{spec.use}`: {err['msg']} (got {err.get('input')!r})"
+        origin = spec.overridden.get(str(err["loc"][0])) if err["loc"] else None
+        if origin is not None:  # the value came from an override, not from the route's file
+            raise RouteConfigError(
+                msg, file=f"{origin}, route '{cfg.name}'", stage=spec.key,
+                fix=f"parameters of `{spec.use}`: {fields or 'none'}",
+            ) from None
         raise RouteConfigError(
             msg, file=spec.source or cfg.source, line=spec.line, stage=spec.key,
             fix=f"parameters of `{spec.use}`: {fields or 'none'}",

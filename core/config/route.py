@@ -48,6 +48,9 @@ class StageSpec(BaseModel):
     line: int | None = Field(default=None, alias=LINE_KEY, exclude=True)
     # the file this entry (and ``line``) comes from: an inherited stage lives in the parent
     source: str | None = Field(default=None, exclude=True)
+    # parameters an override set, with where it came from ("command line", ...): a bad value
+    # among them is the override's, not the file's
+    overridden: dict[str, str] = Field(default_factory=dict, exclude=True)
 
     @field_validator("with_", mode="before")
     @classmethod
