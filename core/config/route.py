@@ -257,11 +257,16 @@ def load_route_file(name_or_path: str, _chain: tuple[str, ...] = ()) -> RouteCon
 
 
 def _resolve_parent(extends: str, child: Path) -> str:
-    sibling = child.parent / f"{extends}.yaml"
-    if not extends.endswith((".yaml", ".yml")) and sibling.is_file():
-        return str(sibling)
-    if extends.endswith((".yaml", ".yml")) and not Path(extends).is_absolute():
-        return str(child.parent / extends)
+    """The file a route's ``extends`` names: a sibling file first, then the route search
+    path, never the child itself: a user's ``route2_local.yaml`` that extends
+    ``route2_local`` (shadowing the shipped route to change it) extends the shipped one."""
+    if extends.endswith((".yaml", ".yml")):
+        return extends if Path(extends).is_absolute() else str(child.parent / extends)
+    me = child.resolve()
+    for folder in (child.parent, *route_search_path()):
+        candidate = folder / f"{extends}.yaml"
+        if candidate.is_file() and candidate.resolve() != me:
+            return str(candidate)
     return extends
 
 

@@ -138,6 +138,18 @@ def test_extends_cycle(tmp_path: Path, registry: Registry) -> None:
     assert "`extends` cycle: a -> b -> a" in exc.value.message
 
 
+def test_a_user_route_extends_the_shipped_route_it_shadows(
+    tmp_path: Path, registry: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    write(folder, "route2_local", "name: route2_local\nextends: route2_local\nstages:\n  - id: chunk_vector\n    with: {top_k: 20}\n")
+    monkeypatch.setenv("GRAPHROUTE_ROUTES", str(folder))
+    route = load_route("route2_local", registry, environ={})  # the user's file, on the shipped one
+    assert next(s.params.top_k for s in route.stages() if s.spec.key == "chunk_vector") == 20
+    assert {"ppr", "negative_detection"} <= {s.spec.key for s in route.stages()}
+
+
 def test_extends_patches_by_id_and_inserts(tmp_path: Path, registry: Registry) -> None:
     write(tmp_path, "base", GOOD)
     child = write(
