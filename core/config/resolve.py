@@ -88,11 +88,8 @@ def _resolve_stage(spec: StageSpec, cfg: RouteConfig, registry: Registry) -> Res
         else:
             msg = f"bad value for `{pname}` of stage `{spec.use}`: {err['msg']} (got {err.get('input')!r})"
         origin = spec.overridden.get(str(err["loc"][0])) if err["loc"] else None
-        if origin is not None:  # the value came from an override, not from the route's file
-            raise RouteConfigError(
-                msg, file=f"{origin}, route '{cfg.name}'", stage=spec.key,
-                fix=f"parameters of `{spec.use}`: {fields or 'none'}",
-            ) from None
+        if origin is not None:  # the value is the override's; file and line say where the stage is
+            msg += f", set by the {origin} (not in the route's file)"
         raise RouteConfigError(
             msg, file=spec.source or cfg.source, line=spec.line, stage=spec.key,
             fix=f"parameters of `{spec.use}`: {fields or 'none'}",

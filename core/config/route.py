@@ -267,7 +267,7 @@ def _resolve_parent(extends: str, child: Path) -> str:
         candidate = folder / f"{extends}.yaml"
         if candidate.is_file() and candidate.resolve() != me:
             return str(candidate)
-    return extends
+    return str(child) if child.stem == extends else extends  # itself alone: an `extends` cycle
 
 
 def _apply_extends(parent: RouteConfig, child: RouteConfig) -> RouteConfig:

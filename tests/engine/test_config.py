@@ -250,17 +250,19 @@ def test_override_values_are_typed_and_validated(tmp_path: Path, registry: Regis
     with pytest.raises(RouteConfigError) as exc:
         load_route(p, registry, overrides=overrides_from_cli(sets=["keep.threshold=high"]), environ={})
     assert exc.value.stage == "keep"
-    # the bad value is the override's: the message names where it came from, not the route's file
-    assert exc.value.file == "command line, route 'good'" and exc.value.line is None
+    # the bad value is the override's: the message says where it came from (file and line
+    # stay those of the stage it overrides)
+    assert exc.value.message.endswith("set by the command line (not in the route's file)")
+    assert exc.value.file == p and exc.value.line is not None
     with pytest.raises(RouteConfigError) as exc:
         load_route(p, registry, overrides=overrides_from_cli(sets=["keep.n=2"]),
                    environ={"GRAPHROUTE__KEEP__THRESHOLD": "high"})
-    assert exc.value.file == "environment, route 'good'"
-    # a parameter the file itself gets wrong is still the file's
+    assert "set by the environment" in exc.value.message
+    # a parameter the file itself gets wrong is the file's
     bad = write(tmp_path, "bad", GOOD.replace("n: 3", "n: many"))
     with pytest.raises(RouteConfigError) as exc:
         load_route(str(bad), registry, environ={})
-    assert exc.value.file == str(bad) and exc.value.line is not None
+    assert exc.value.file == str(bad) and "set by" not in exc.value.message
     for item in ("keep.=1", ".n=1"):
         with pytest.raises(RouteConfigError, match="no stage id or no parameter"):
             overrides_from_cli(sets=[item])
