@@ -191,6 +191,7 @@ def index(
 ) -> None:
     """Index documents: load, parse into the skeleton, embed, build edges and the entity graph."""
     from graphroute.core.errors import IndexProfileError
+    from graphroute.core.index.pipeline import index_exit_code
 
     gr = engine(store, group)
     try:
@@ -209,17 +210,6 @@ def index(
     code = index_exit_code(data)
     if code:
         raise typer.Exit(code)
-
-
-def index_exit_code(data: dict[str, Any]) -> int:
-    """0 when every file of a supported type was read (unsupported ones are only skipped),
-    ``EXIT_FILES_FAILED`` when some could not be read and the rest were indexed, and
-    ``EXIT_INTERNAL`` when files failed and none could be read at all."""
-    from graphroute.core.errors import EXIT_FILES_FAILED, EXIT_INTERNAL
-
-    if not data.get("failed"):
-        return 0
-    return EXIT_FILES_FAILED if data.get("indexed", 0) + data.get("unchanged", 0) else EXIT_INTERNAL
 
 
 def _print_index_report(data: dict[str, Any]) -> None:

@@ -56,6 +56,7 @@ from graphroute.core.errors import (
     http_status_for,
     message_for,
 )
+from graphroute.core.index.pipeline import nothing_indexed
 from graphroute.core.lib.deadline import deadline_in
 from graphroute.core.lib.paths import default_cache_dir
 from graphroute.core.query.runner import check_question
@@ -489,14 +490,15 @@ class JobManager:
         log_event(self._logger, logging.INFO, "job started", job_id=job.id, group=job.group, request_id=request_id)
         try:
             job.report = _jsonable(work(job))
-            job.state = "succeeded"
-            job.progress = {**job.progress, "phase": "done"}
+            if nothing_indexed(job.report):  # the run after which `graphroute index` exits 1
+                job.error = f"nothing was indexed: {len(job.report['failed'])} input(s) could not be read (see the report's `failed`)"
         except Exception as exc:  # the job reports it; the server keeps running
-            job.state, job.error = "failed", redact_paths(f"{type(exc).__name__}: {exc}")
-            job.progress = {**job.progress, "phase": "failed"}
+            job.error = redact_paths(f"{type(exc).__name__}: {exc}")
+        job.finished = time.time()
+        job.progress = {**job.progress, "phase": "failed" if job.error else "done"}
+        job.state = "failed" if job.error else "succeeded"  # last: a poller that sees it sees the rest
+        if job.error:
             log_event(self._logger, logging.ERROR, "job failed", job_id=job.id, error=job.error, request_id=request_id)
-        finally:
-            job.finished = time.time()
         log_event(
             self._logger, logging.INFO, "job finished", job_id=job.id, state=job.state,
             seconds=round(job.finished - (job.started or job.finished), 3), request_id=request_id,
@@ -512,6 +514,29 @@ class JobManager:
 
     def shutdown(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def public_report(report: dict[str, Any], names: Mapping[str, str], roots: list[Path]) -> dict[str, Any]:
+    """An index report as a client may see it: each file named as the client knows it (an
+    uploaded document by its title in ``names``, a file under an --index-root by its path
+    relative to that root) and any other server path in a message cut to its last part."""
+
+    def name(path: str) -> str:
+        if path in names:
+            return names[path]
+        root = next((r for r in roots if Path(path).is_relative_to(r)), None)
+        return Path(path).relative_to(root).as_posix() if root is not None else redact_paths(path)
+
+    def entry(item: dict[str, Any]) -> dict[str, Any]:
+        return {**item, "path": name(str(item.get("path", ""))), "reason": redact_paths(str(item.get("reason", "")))}
+
+    return {
+        **report,
+        "failed": [entry(f) for f in report.get("failed", [])],
+        "skipped": [entry(f) for f in report.get("skipped", [])],
+        "encodings": {name(path): enc for path, enc in report.get("encodings", {}).items()},
+        "warnings": [redact_paths(str(w)) for w in report.get("warnings", [])],
+    }
 
 
 def _jsonable(value: Any) -> dict[str, Any]:
@@ -857,9 +882,12 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
 
         def work(job: Job) -> dict[str, Any]:
             targets = list(paths)
+            titles: dict[str, str] = {}  # an uploaded document's file -> its title, for the report
             if documents:
                 job.progress = {**job.progress, "phase": "writing uploads"}
-                targets += write_uploads(upload_dir, documents)
+                written = write_uploads(upload_dir, documents)
+                titles = {str(p): d.title for p, d in zip(written, documents, strict=True)}
+                targets += written
             job.progress = {**job.progress, "phase": "indexing", "inputs": len(targets)}
 
             def on_progress(step: str, completed: float, total: float | None) -> None:
@@ -869,7 +897,8 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
                 # files under the folders are checked on their real paths too: a link inside
                 # an allowed folder must not reach a file elsewhere
                 allowed = [*roots, upload_dir] if roots else None
-                return _jsonable(gr.index(targets, group=group, profile=body.profile, roots=allowed))
+                report = _jsonable(gr.index(targets, group=group, profile=body.profile, roots=allowed))
+            return public_report(report, titles, roots)
 
         job = jobs.submit(group, work, request_id(request) or "")
         return job.info()
