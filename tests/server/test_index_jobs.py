@@ -15,6 +15,7 @@ from graphroute.core import GraphRoute
 from graphroute.core.apps.serve.server import ServerConfig, create_app
 
 CANTEEN = {"title": "Canteen", "text": "The canteen on the third floor serves lunch from noon until two."}
+GARDEN = {"title": "Garden", "text": "The roof garden is open to staff on weekdays from eight to six."}
 
 
 @pytest.fixture
@@ -73,3 +74,28 @@ def test_a_job_that_indexed_nothing_failed_and_names_no_server_path(client: Test
     job = finished(client, {"group": "t", "documents": [CANTEEN, {"title": "Blank", "text": "   "}]})
     assert job["state"] == "succeeded" and job["error"] is None, job
     assert job["report"]["indexed"] == 1 and [f["path"] for f in job["report"]["failed"]] == ["Blank"]
+
+
+def uploaded(uploads: Path) -> list[str]:
+    return sorted(p.name.rsplit("-", 1)[0] for p in uploads.rglob("*.md"))
+
+
+def test_deleting_over_http_removes_the_uploaded_text(client: TestClient, uploads: Path, root: Path) -> None:
+    (root / "kept.md").write_text("# Kept\n\nThe index root's own file stays where it is.\n", encoding="utf-8")
+    assert finished(client, {"group": "t", "documents": [CANTEEN, GARDEN]})["state"] == "succeeded"
+    assert finished(client, {"group": "t", "paths": [str(root / "kept.md")]})["state"] == "succeeded"
+    assert finished(client, {"group": "u", "documents": [CANTEEN]})["state"] == "succeeded"
+    assert uploaded(uploads) == ["Canteen", "Canteen", "Garden"]
+
+    r = client.delete("/groups/t/documents/Canteen")
+    assert r.status_code == 200, r.text
+    assert uploaded(uploads) == ["Canteen", "Garden"]  # group u's Canteen is its own
+    assert [d["title"] for d in client.get("/groups/u/documents").json()["documents"]] == ["Canteen"]
+    r = client.delete("/groups/t/documents/Kept")
+    assert r.status_code == 200 and (root / "kept.md").exists()  # not an upload: never deleted
+
+    r = client.delete("/groups/t")
+    assert r.status_code == 200, r.text
+    assert uploaded(uploads) == ["Canteen"]
+    r = client.delete("/groups/u")
+    assert r.status_code == 200 and uploaded(uploads) == []

@@ -36,7 +36,7 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -575,8 +575,26 @@ def write_uploads(directory: Path, documents: list[IndexDocument]) -> list[Path]
 
 
 def _upload_dir_for(config: ServerConfig, store_location: str, group: str) -> Path:
+    """The folder of one group's uploads (its own: the folder name holds a hash of the group)."""
     root = config.upload_dir or (default_cache_dir() / "uploads" / hashlib.sha1(store_location.encode()).hexdigest()[:12])
     return root / _slug(group)
+
+
+def remove_uploads(directory: Path, sources: Iterable[str] | None = None) -> None:
+    """Delete uploaded text from one group's upload folder ``directory``: the files among
+    ``sources`` (deleted documents' sources, as the store records them), or every upload of
+    the group with None (the folder goes too). Only the Markdown files :func:`write_uploads`
+    puts directly in that folder are touched, never a link nor a file elsewhere (a document
+    from an --index-root folder keeps its file)."""
+    if directory.is_symlink() or not directory.is_dir():
+        return
+    folder = Path(os.path.realpath(directory))
+    files = folder.glob("*.md") if sources is None else (Path(src.split("#", 1)[0]) for src in sources)
+    for f in files:
+        if f.suffix == ".md" and f.is_file() and not f.is_symlink() and Path(os.path.realpath(f.parent)) == folder:
+            f.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):  # still holds uploads of other documents
+        folder.rmdir()
 
 
 # --------------------------------------------------------------------------- app factory
@@ -744,6 +762,13 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
                 f'POST /index {{"group": "{group}", "documents": [...]}}',
             )
 
+    def group_uploads(group: str) -> Path:
+        return _upload_dir_for(config, gr.store.location or "store", group)
+
+    def forget_uploads(group: str, sources: list[str] | None) -> None:
+        """Delete the uploaded text of a deleted group (None) or of its deleted documents."""
+        remove_uploads(group_uploads(group), sources)
+
     def route_file(name: str) -> Path:
         """The file of a route *name*; the CLI's "unknown route" error (with its did-you-mean
         hint) otherwise. Names only: a path would let a client read server files."""
@@ -877,7 +902,7 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
                 load_index_profile(body.profile)
             except IndexProfileError as exc:
                 raise ApiError(400, "bad_profile", str(exc)) from None
-        upload_dir = _upload_dir_for(config, gr.store.location or "store", group)
+        upload_dir = group_uploads(group)
         documents = list(body.documents)
 
         def work(job: Job) -> dict[str, Any]:
@@ -913,7 +938,10 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
 
     from graphroute.core.apps.serve.manage import add_manage_routes
 
-    add_manage_routes(app, gr, auth=auth, run_limited=run_limited, run_write=jobs.run_write, error_responses=_error_responses)
+    add_manage_routes(
+        app, gr, auth=auth, run_limited=run_limited, run_write=jobs.run_write, error_responses=_error_responses,
+        forget_uploads=forget_uploads,
+    )
 
     # what an app mounted on this one (the playground) reuses: the token check, the query pool
     app.state.auth, app.state.run_limited = auth, run_limited
