@@ -99,3 +99,23 @@ def test_deleting_over_http_removes_the_uploaded_text(client: TestClient, upload
     assert uploaded(uploads) == ["Canteen"]
     r = client.delete("/groups/u")
     assert r.status_code == 200 and uploaded(uploads) == []
+
+
+@pytest.mark.parametrize("group", ["../x", "  ", "a/b", "..", " padded", "tab\there", "back\\slash"])
+def test_a_new_group_needs_a_name_a_url_can_hold(client: TestClient, group: str) -> None:
+    r = client.post("/index", json={"group": group, "documents": [CANTEEN]})
+    assert r.status_code == 400, r.text
+    assert set(r.json()) == {"error", "message", "request_id"} and r.json()["error"] == "bad_group"
+    assert "group name" in r.json()["message"]
+    assert group not in [g["group"] for g in client.get("/groups").json()]
+
+
+def test_a_group_name_with_spaces_and_accents_works_in_every_path(client: TestClient) -> None:
+    group = "Équipe été 2025"
+    assert finished(client, {"group": group, "documents": [CANTEEN]})["state"] == "succeeded"
+    from urllib.parse import quote
+
+    path = f"/groups/{quote(group, safe='')}"
+    r = client.get(f"{path}/documents")
+    assert r.status_code == 200 and r.json()["group"] == group, r.text
+    assert client.delete(f"{path}/documents/Canteen").status_code == 200

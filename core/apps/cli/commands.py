@@ -191,9 +191,11 @@ def index(
 ) -> None:
     """Index documents: load, parse into the skeleton, embed, build edges and the entity graph."""
     from graphroute.core.errors import IndexProfileError
+    from graphroute.core.index.manage import check_group_name
     from graphroute.core.index.pipeline import index_exit_code
 
     gr = engine(store, group)
+    check_group_name(gr.store, gr.group)
     try:
         report = gr.index(paths, profile=profile, remove_missing=remove_missing)
     except IndexProfileError as exc:  # a config problem, like a bad route: exit 2

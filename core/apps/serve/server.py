@@ -56,6 +56,7 @@ from graphroute.core.errors import (
     http_status_for,
     message_for,
 )
+from graphroute.core.index.manage import MAX_GROUP_CHARS, check_group_name
 from graphroute.core.index.pipeline import nothing_indexed
 from graphroute.core.lib.deadline import deadline_in
 from graphroute.core.lib.paths import default_cache_dir
@@ -130,7 +131,7 @@ class QueryRequest(BaseModel):
         json_schema_extra={"maxLength": DEFAULT_MAX_QUESTION_CHARS},
     )
     route: str | None = Field(None, pattern=NAME_PATTERN, description="a route name (`GET /routes`); the server's default route when omitted")
-    group: str | None = Field(None, min_length=1, max_length=200, description="group (corpus); the server's default when omitted")
+    group: str | None = Field(None, min_length=1, max_length=MAX_GROUP_CHARS, description="group (corpus); the server's default when omitted")
     overrides: dict[str, Any] = Field(
         default_factory=dict,
         description='stage overrides: {"score_gap.threshold": 0.4, "score_gap.enabled": false} '
@@ -206,7 +207,7 @@ class IndexDocument(BaseModel):
 class IndexRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")  # a misspelt field is an error, not ignored
 
-    group: str | None = Field(None, min_length=1, max_length=200)
+    group: str | None = Field(None, min_length=1, max_length=MAX_GROUP_CHARS)
     documents: list[IndexDocument] = Field(default_factory=list, max_length=10_000)
     paths: list[str] = Field(
         default_factory=list, max_length=10_000,
@@ -872,6 +873,7 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
         if not body.documents and not body.paths:
             raise ApiError(400, "bad_request", "nothing to index: send `documents` [{title, text}] or `paths`")
         group = body.group or gr.group
+        await run_limited(lambda: check_group_name(gr.store, group))  # a new group's name must fit in a URL
         paths: list[Path] = []
         for raw in body.paths:
             if "\x00" in raw:
