@@ -214,3 +214,15 @@ def test_concurrent_queries_share_one_engine(engine: GraphRoute) -> None:
     assert all(r.status_code == 200 for r in answers)
     assert {r.json()["citations"][0]["document"] for r in answers[0::2]} == {"Travel policy"}
     assert {r.json()["citations"][0]["document"] for r in answers[1::2]} == {"Security handbook"}
+
+
+def test_error_messages_give_the_request_path_as_sent(client: TestClient) -> None:
+    r = client.get("/foo/bar/baz")
+    assert r.status_code == 404 and r.json()["message"] == "no such endpoint: GET /foo/bar/baz (see /docs)"
+    r = client.put("/groups/g1")
+    assert r.status_code == 405 and r.json()["message"] == "PUT is not allowed on /groups/g1"
+    r = client.get("/no/such/%2e%2e%2Fplace")
+    assert r.status_code == 404 and "GET /no/such/%2e%2e%2Fplace " in r.json()["message"]
+    r = client.get("/" + "x/" * 200)
+    assert r.status_code == 404 and len(r.json()["message"]) < 200  # a prefix of a long path, not all of it
+

@@ -723,8 +723,12 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
     def request_id(request: Request) -> str | None:
         return request.scope.get("state", {}).get("request_id")
 
-    def error_response(request: Request, status: int, code: str, message: str, headers: Mapping[str, str] | None = None) -> JSONResponse:
-        body = ErrorBody(error=code, message=redact_paths(message), request_id=request_id(request))
+    def error_response(
+        request: Request, status: int, code: str, message: str, headers: Mapping[str, str] | None = None, *, redact: bool = True,
+    ) -> JSONResponse:
+        """The error body; ``redact`` False for a message that holds nothing but the request's
+        own URL path (not a server file, so never cut to its last part)."""
+        body = ErrorBody(error=code, message=redact_paths(message) if redact else message, request_id=request_id(request))
         return JSONResponse(body.model_dump(), status_code=status, headers=dict(headers or {}))
 
     @app.exception_handler(ApiError)
@@ -747,11 +751,15 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
     async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         """Starlette's own errors (an unknown path 404, a wrong method 405) in the API's shape."""
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-        message = {
-            404: f"no such endpoint: {request.method} {request.url.path} (see /docs)",
-            405: f"{request.method} is not allowed on {request.url.path}",
-        }.get(exc.status_code, str(exc.detail))
-        return error_response(request, exc.status_code, code, message, exc.headers)
+        # the path as the client sent it (still percent-encoded), at most a short prefix of it
+        raw_path = request.scope.get("raw_path")
+        sent = echo(raw_path.decode("latin-1") if isinstance(raw_path, bytes) else request.url.path)
+        about_the_path = {
+            404: f"no such endpoint: {request.method} {sent} (see /docs)",
+            405: f"{request.method} is not allowed on {sent}",
+        }
+        message = about_the_path.get(exc.status_code, str(exc.detail))
+        return error_response(request, exc.status_code, code, message, exc.headers, redact=exc.status_code not in about_the_path)
 
     auth = [Depends(require_token)]
 
