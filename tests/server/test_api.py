@@ -226,3 +226,15 @@ def test_error_messages_give_the_request_path_as_sent(client: TestClient) -> Non
     r = client.get("/" + "x/" * 200)
     assert r.status_code == 404 and len(r.json()["message"]) < 200  # a prefix of a long path, not all of it
 
+
+def test_the_schema_and_the_docs_pages_need_the_token(engine: GraphRoute) -> None:
+    client = TestClient(make_app(engine, token=TOKEN))
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    for path in ("/openapi.json", "/docs", "/redoc"):
+        r = client.get(path)
+        assert r.status_code == 401 and r.json()["error"] == "unauthorized", path
+        assert client.get(path, headers=auth).status_code == 200, path
+    assert "/query" in client.get("/openapi.json", headers=auth).json()["paths"]
+    assert "/openapi.json" in client.get("/docs", headers=auth).text
+    # the pages' script and style files are the Swagger UI and ReDoc libraries: no token, as the playground's
+    assert client.get("/static-offline-docs/swagger-ui.css").status_code == 200

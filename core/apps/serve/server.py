@@ -598,6 +598,49 @@ def remove_uploads(directory: Path, sources: Iterable[str] | None = None) -> Non
         folder.rmdir()
 
 
+# --------------------------------------------------------------------------- API docs
+
+DOCS_ASSETS = "/static-offline-docs"
+
+
+def add_api_docs(app: "FastAPI", auth: list[Any]) -> None:
+    """``/openapi.json``, ``/docs`` (Swagger UI) and ``/redoc`` (ReDoc), each behind ``auth``
+    (the token check), like every endpoint but ``/health``. The pages' script and style files
+    are the Swagger UI and ReDoc that fastapi-offline ships (MIT), served by this server
+    without a token, as the playground's page files are: the pages need no CDN or network."""
+    import fastapi_offline
+    from fastapi import Request
+    from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
+    from fastapi.responses import HTMLResponse, JSONResponse
+    from fastapi.staticfiles import StaticFiles
+
+    app.mount(DOCS_ASSETS, StaticFiles(directory=Path(fastapi_offline.__file__).parent / "static"), name="static-offline-docs")
+
+    @app.get("/openapi.json", include_in_schema=False, dependencies=auth)
+    async def openapi_schema() -> JSONResponse:
+        return JSONResponse(app.openapi())
+
+    def page(render: Callable[[str, str], HTMLResponse]) -> Callable[[Request], Awaitable[HTMLResponse]]:
+        """An endpoint rendering a docs page from the schema's URL and the assets' folder."""
+
+        async def endpoint(request: Request) -> HTMLResponse:
+            root = request.scope.get("root_path", "")
+            return render(f"{root}/openapi.json", f"{root}{DOCS_ASSETS}")
+
+        return endpoint
+
+    swagger = page(lambda schema, assets: get_swagger_ui_html(
+        openapi_url=schema, title=f"{app.title} - Swagger UI", swagger_js_url=f"{assets}/swagger-ui-bundle.js",
+        swagger_css_url=f"{assets}/swagger-ui.css", swagger_favicon_url=f"{assets}/favicon.png",
+    ))
+    redoc = page(lambda schema, assets: get_redoc_html(
+        openapi_url=schema, title=f"{app.title} - ReDoc", redoc_js_url=f"{assets}/redoc.standalone.js",
+        redoc_favicon_url=f"{assets}/favicon.png", with_google_fonts=False,
+    ))
+    app.add_api_route("/docs", swagger, include_in_schema=False, dependencies=auth)
+    app.add_api_route("/redoc", redoc, include_in_schema=False, dependencies=auth)
+
+
 # --------------------------------------------------------------------------- app factory
 
 
@@ -698,15 +741,15 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
         pool.shutdown(wait=False, cancel_futures=True)
         health_pool.shutdown(wait=False, cancel_futures=True)
 
-    # /docs and /redoc with the Swagger UI and ReDoc assets fastapi-offline ships (MIT), served
-    # by this server: the pages work without a CDN or any network.
-    from fastapi_offline import FastAPIOffline
+    from fastapi import FastAPI
 
-    app = FastAPIOffline(
+    # /openapi.json, /docs and /redoc are added below, behind the token like the API they describe
+    app = FastAPI(
         title="graphroute",
         version=__version__,
         description="Query and index a graphroute store over HTTP. Same routes, overrides and JSON as the CLI.",
         lifespan=lifespan,
+        openapi_url=None, docs_url=None, redoc_url=None,
     )
     app.state.engine = gr
     app.state.jobs = jobs
@@ -762,6 +805,7 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
         return error_response(request, exc.status_code, code, message, exc.headers, redact=exc.status_code not in about_the_path)
 
     auth = [Depends(require_token)]
+    add_api_docs(app, auth)
 
     def known_group(group: str) -> None:
         if group not in gr.store.groups():
