@@ -110,6 +110,12 @@ class NotFoundError(UserError):
     code = "not_found"
 
 
+class GroupNameError(UserError):
+    """A new group's name that a URL path segment of the HTTP API cannot hold (exit 2, HTTP 400)."""
+
+    code = "bad_group"
+
+
 class DatasetError(UserError):
     """A benchmark questions or corpus file that cannot be read."""
 

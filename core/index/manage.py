@@ -17,8 +17,27 @@ from graphroute.core.api.constants import DOCUMENTS_META, INDEX_PROFILE_META
 from graphroute.core.api.models import Label
 from graphroute.core.api.store import GraphStore
 from graphroute.core.config.settings import Settings
-from graphroute.core.errors import NotFoundError, UserError
+from graphroute.core.errors import GroupNameError, NotFoundError, UserError
 from graphroute.core.registry import Registry
+
+MAX_GROUP_CHARS = 200
+GROUP_NAME_RULE = (
+    f"a group name is 1 to {MAX_GROUP_CHARS} characters without '/', '\\', control characters or "
+    "white space at either end, and not '.' or '..' (it is a path segment of the HTTP API's URLs)"
+)
+
+
+def check_group_name(store: GraphStore, group: str) -> None:
+    """A GroupNameError when indexing would create a group called ``group`` and that name
+    breaks :data:`GROUP_NAME_RULE`. A group the store already holds passes whatever its name,
+    so a store written before the rule keeps working."""
+    if (
+        group.strip() == group and 0 < len(group) <= MAX_GROUP_CHARS and group not in (".", "..")
+        and "/" not in group and "\\" not in group and group.isprintable()
+    ) or group in store.groups():
+        return
+    shown = group if len(group) <= 80 else group[:80] + "..."
+    raise GroupNameError(f"cannot create group {shown!r}: {GROUP_NAME_RULE}")
 
 
 def require_group(store: GraphStore, group: str) -> None:

@@ -26,7 +26,7 @@ from graphroute.core.api.constants import DOCUMENTS_META, FINGERPRINT_META
 from graphroute.core.api.store import DocumentBatch, GraphStore, MetaPatch, merge_batches
 from graphroute.core.config.index_profile import IndexProfile, check_profile, load_index_profile
 from graphroute.core.config.settings import Settings
-from graphroute.core.errors import LoaderError, StoreLocationError
+from graphroute.core.errors import EXIT_FILES_FAILED, EXIT_INTERNAL, LoaderError, StoreLocationError
 from graphroute.core.index.files import collect_files, fingerprint
 from graphroute.core.index.skeleton import DocumentSkeleton
 from graphroute.core.lib.knn import normalise_in_place
@@ -125,6 +125,31 @@ class IndexReport:
             "encodings": dict(self.encodings),
             "models": {k: round(v, 3) for k, v in self.models.items()},
         }
+
+
+def nothing_indexed(report: Mapping[str, Any]) -> bool:
+    """True when files of a supported type failed and none could be read (none indexed, none
+    unchanged): a run that did none of what it was asked. ``report`` is
+    :meth:`IndexReport.to_json`."""
+    return bool(report.get("failed")) and not report.get("indexed", 0) + report.get("unchanged", 0)
+
+
+def failed_steps(report: Mapping[str, Any]) -> list[str]:
+    """The index steps that raised in the run of ``report`` (:meth:`IndexReport.to_json`):
+    the documents are written, those steps' layers are not."""
+    return [name for name, s in (report.get("steps") or {}).items() if isinstance(s, dict) and "error" in s]
+
+
+def index_exit_code(report: Mapping[str, Any]) -> int:
+    """``graphroute index``'s exit code for a run's report: 0 when every file of a supported
+    type was read (unsupported ones are only skipped), ``EXIT_FILES_FAILED`` when some could
+    not be read and the rest were indexed, and ``EXIT_INTERNAL`` when :func:`nothing_indexed`
+    or an index step failed (:func:`failed_steps`; an HTTP index job ends ``failed`` then)."""
+    if failed_steps(report):
+        return EXIT_INTERNAL
+    if not report.get("failed"):
+        return 0
+    return EXIT_INTERNAL if nothing_indexed(report) else EXIT_FILES_FAILED
 
 
 class Indexer:

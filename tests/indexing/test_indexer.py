@@ -268,8 +268,8 @@ def test_a_bad_index_step_is_refused_before_anything_is_written(  # type: ignore
 
 def test_a_step_that_fails_is_reported_and_fails_the_run(tmp_path: Path, store: GraphStore, settings, corpus: Path) -> None:  # type: ignore[no-untyped-def]
     from graphroute.core.api.components import IndexStep
-    from graphroute.core.apps.cli.commands import index_exit_code
     from graphroute.core.hookspecs import hookimpl
+    from graphroute.core.index.pipeline import failed_steps, index_exit_code
     from graphroute.core.registry import build_registry
 
     class Broken(IndexStep):
@@ -290,5 +290,5 @@ def test_a_step_that_fails_is_reported_and_fails_the_run(tmp_path: Path, store: 
     assert data["indexed"] == 3 and data["failed"] == []  # the documents are written
     assert data["steps"]["broken_step"] == {"error": "RuntimeError: the layer could not be built"}
     assert data["warnings"] == ["index step 'broken_step' failed: RuntimeError: the layer could not be built"]
-    assert index_exit_code(data) == 1
+    assert index_exit_code(data) == 1 and failed_steps(data) == ["broken_step"]  # an HTTP job fails too
     assert index_exit_code({**data, "steps": {"sentence_knn": {}}}) == 0

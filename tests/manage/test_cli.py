@@ -127,3 +127,23 @@ def test_stats_prints_a_table_or_json_and_refuses_an_unknown_group(run) -> None:
     assert code == 0 and data["group"] == "g" and data["nodes"]["Sentence"] == 6 and data["index"]
     code, out, err = run("stats", "--group", "nope")
     assert code == 2 and out == "" and "group 'nope' not found" in err and "g, h" in err
+
+
+def test_index_refuses_a_new_group_name_a_url_cannot_hold(run, indexed: GraphRoute, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    harbour = tmp_path / "corpus" / "harbour.md"
+    for bad in ("a/b", "  ", "..", "x\\y"):
+        code, out, err = run("index", str(harbour), "--group", bad)
+        assert code == 2 and "group name" in err and "Traceback" not in err, (bad, err)
+    _, out, _ = run("groups", "--json")
+    assert [g["group"] for g in json.loads(out)["groups"]] == ["g", "h"]
+
+    # a group a store already holds keeps its name: it is still indexed into, listed and deleted
+    gr = GraphRoute(settings=indexed.settings, group="old/odd")
+    gr.index([harbour])
+    gr.close()
+    code, _, err = run("index", str(harbour), "--group", "old/odd")
+    assert code == 0, err
+    code, out, _ = run("documents", "--group", "old/odd", "--json")
+    assert code == 0 and [d["title"] for d in json.loads(out)["documents"]] == ["Harbour"]
+    code, _, err = run("delete", "--group", "old/odd", "--yes")
+    assert code == 0, err

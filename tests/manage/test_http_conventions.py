@@ -1,7 +1,8 @@
 """`graphroute serve` conventions on the real server (a uvicorn process, `--port 0`): one human
 line naming its URL, `/docs` and `/redoc` that work with no network (their assets served by
-the server itself, rendered in headless Chromium with every other host blocked), and one
-error body shape for 404, 405 and 422."""
+the server itself, rendered in headless Chromium with every other host blocked; the pages
+and the schema need the token, their library files do not), and one error body shape for
+404, 405 and 422."""
 
 from __future__ import annotations
 
@@ -44,8 +45,10 @@ def test_one_human_line_with_the_url(server: tuple[str, Path]) -> None:
 
 def test_docs_pages_load_their_assets_from_the_server(server: tuple[str, Path]) -> None:
     base, _ = server
+    auth = {"Authorization": f"Bearer {TOKEN}"}
     for page, assets in (("/docs", ("swagger-ui-bundle.js", "swagger-ui.css")), ("/redoc", ("redoc.standalone.js",))):
-        html = httpx.get(f"{base}{page}", timeout=30).text
+        assert httpx.get(f"{base}{page}", timeout=30).status_code == 401
+        html = httpx.get(f"{base}{page}", headers=auth, timeout=30).text
         external = [u for u in re.findall(r"""(?:src|href)=["']([^"']+)""", html) if u.startswith(("http:", "https:", "//"))]
         assert not external, (page, external)
         for name in assets:
@@ -53,7 +56,8 @@ def test_docs_pages_load_their_assets_from_the_server(server: tuple[str, Path]) 
             assert url, (page, name)
             r = httpx.get(f"{base}{url.group(1)}", timeout=30)
             assert r.status_code == 200 and len(r.content) > 10_000, (page, name)
-    assert "cdn.jsdelivr" not in httpx.get(f"{base}/docs", timeout=30).text
+    assert "cdn.jsdelivr" not in httpx.get(f"{base}/docs", headers=auth, timeout=30).text
+    assert httpx.get(f"{base}/openapi.json", timeout=30).status_code == 401
 
 
 def test_errors_have_one_shape(server: tuple[str, Path]) -> None:
@@ -82,6 +86,7 @@ def test_docs_render_offline_in_chromium(server: tuple[str, Path], browser: Any)
     base, _ = server
     page = browser.new_page()
     page.set_viewport_size({"width": 1280, "height": 800})
+    page.set_extra_http_headers({"Authorization": f"Bearer {TOKEN}"})  # as a proxy that adds the token would
     outside: list[tuple[str, str]] = []
 
     def only_the_server(route: Any) -> None:

@@ -214,3 +214,27 @@ def test_concurrent_queries_share_one_engine(engine: GraphRoute) -> None:
     assert all(r.status_code == 200 for r in answers)
     assert {r.json()["citations"][0]["document"] for r in answers[0::2]} == {"Travel policy"}
     assert {r.json()["citations"][0]["document"] for r in answers[1::2]} == {"Security handbook"}
+
+
+def test_error_messages_give_the_request_path_as_sent(client: TestClient) -> None:
+    r = client.get("/foo/bar/baz")
+    assert r.status_code == 404 and r.json()["message"] == "no such endpoint: GET /foo/bar/baz (see /docs)"
+    r = client.put("/groups/g1")
+    assert r.status_code == 405 and r.json()["message"] == "PUT is not allowed on /groups/g1"
+    r = client.get("/no/such/%2e%2e%2Fplace")
+    assert r.status_code == 404 and "GET /no/such/%2e%2e%2Fplace " in r.json()["message"]
+    r = client.get("/" + "x/" * 200)
+    assert r.status_code == 404 and len(r.json()["message"]) < 200  # a prefix of a long path, not all of it
+
+
+def test_the_schema_and_the_docs_pages_need_the_token(engine: GraphRoute) -> None:
+    client = TestClient(make_app(engine, token=TOKEN))
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    for path in ("/openapi.json", "/docs", "/redoc"):
+        r = client.get(path)
+        assert r.status_code == 401 and r.json()["error"] == "unauthorized", path
+        assert client.get(path, headers=auth).status_code == 200, path
+    assert "/query" in client.get("/openapi.json", headers=auth).json()["paths"]
+    assert "/openapi.json" in client.get("/docs", headers=auth).text
+    # the pages' script and style files are the Swagger UI and ReDoc libraries: no token, as the playground's
+    assert client.get("/static-offline-docs/swagger-ui.css").status_code == 200

@@ -193,8 +193,11 @@ def index(
 ) -> None:
     """Index documents: load, parse into the skeleton, embed, build edges and the entity graph."""
     from graphroute.core.errors import IndexProfileError
+    from graphroute.core.index.manage import check_group_name
+    from graphroute.core.index.pipeline import index_exit_code
 
     gr = engine(store, group)
+    check_group_name(gr.store, gr.group)
     try:
         report = gr.index(paths, profile=profile, remove_missing=remove_missing)
     except IndexProfileError as exc:  # a config problem, like a bad route: exit 2
@@ -211,21 +214,6 @@ def index(
     code = index_exit_code(data)
     if code:
         raise typer.Exit(code)
-
-
-def index_exit_code(data: dict[str, Any]) -> int:
-    """0 when every file of a supported type was read (unsupported ones are only skipped),
-    ``EXIT_FILES_FAILED`` when some could not be read and the rest were indexed, and
-    ``EXIT_INTERNAL`` when files failed and none could be read at all, or an index step
-    failed (the documents are written, a derived layer is not)."""
-    from graphroute.core.errors import EXIT_FILES_FAILED, EXIT_INTERNAL
-
-    steps = data.get("steps") or {}
-    if any(isinstance(s, dict) and "error" in s for s in steps.values()):
-        return EXIT_INTERNAL
-    if not data.get("failed"):
-        return 0
-    return EXIT_FILES_FAILED if data.get("indexed", 0) + data.get("unchanged", 0) else EXIT_INTERNAL
 
 
 def _print_index_report(data: dict[str, Any]) -> None:

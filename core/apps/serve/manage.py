@@ -5,7 +5,8 @@
 Thin layers over :class:`~graphroute.core.engine.GraphRoute` (``groups()``, ``documents()``,
 ``delete()``), like ``graphroute groups|documents|delete``; token-protected like the rest of
 the API. Deletes run on the index jobs' writer thread, so a delete never interleaves with an
-index run of the same store.
+index run of the same store, and a delete also deletes the text ``POST /index`` uploaded for
+what it deleted (the server keeps uploads on its disk only to index them).
 """
 
 from __future__ import annotations
@@ -59,9 +60,11 @@ def add_manage_routes(
     run_limited: Callable[[Callable[[], Any]], Any],
     run_write: Callable[[Callable[[], Any]], Any],
     error_responses: Callable[..., dict[int | str, dict[str, Any]]],
+    forget_uploads: Callable[[str, list[str] | None], None],
 ) -> None:
     """Register the endpoints on ``app``. ``run_write`` runs a store write on the index
-    writer thread and returns a concurrent future."""
+    writer thread and returns a concurrent future; ``forget_uploads(group, sources)`` deletes
+    the text ``POST /index`` uploaded for a deleted group (None) or its deleted documents."""
 
     async def write(fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         result: dict[str, Any] = await asyncio.wrap_future(run_write(fn))
@@ -87,8 +90,14 @@ def add_manage_routes(
         responses=error_responses(401, 404, 503),
     )
     async def delete_group(group: str) -> dict[str, Any]:
-        """Delete a group: its documents, derived layers and metadata."""
-        return await write(lambda: gr.delete(group))
+        """Delete a group: its documents, derived layers, metadata and uploaded text."""
+
+        def work() -> dict[str, Any]:
+            result = gr.delete(group)
+            forget_uploads(group, None)
+            return result
+
+        return await write(work)
 
     @app.delete(
         "/groups/{group}/documents/{document}", response_model=DeleteResponse, tags=["groups"], dependencies=auth,
@@ -96,5 +105,13 @@ def add_manage_routes(
     )
     async def delete_document(group: str, document: str) -> dict[str, Any]:
         """Delete one document (by id, as `GET /groups/{group}/documents` lists it, or by
-        title) and update the group's derived layers; later queries never cite it."""
-        return await write(lambda: gr.delete(group, document))
+        title) and update the group's derived layers; later queries never cite it, and the
+        text uploaded for it is deleted from the server."""
+
+        def work() -> dict[str, Any]:
+            sources = {d["id"]: str(d["path"]) for d in gr.documents(group)}
+            result = gr.delete(group, document)
+            forget_uploads(group, [sources[i] for i in result["deleted"] if i in sources])
+            return result
+
+        return await write(work)

@@ -36,7 +36,7 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,6 +56,8 @@ from graphroute.core.errors import (
     http_status_for,
     message_for,
 )
+from graphroute.core.index.manage import MAX_GROUP_CHARS, check_group_name
+from graphroute.core.index.pipeline import failed_steps, nothing_indexed
 from graphroute.core.lib.deadline import deadline_in
 from graphroute.core.lib.paths import default_cache_dir
 from graphroute.core.query.runner import check_question
@@ -129,7 +131,7 @@ class QueryRequest(BaseModel):
         json_schema_extra={"maxLength": DEFAULT_MAX_QUESTION_CHARS},
     )
     route: str | None = Field(None, pattern=NAME_PATTERN, description="a route name (`GET /routes`); the server's default route when omitted")
-    group: str | None = Field(None, min_length=1, max_length=200, description="group (corpus); the server's default when omitted")
+    group: str | None = Field(None, min_length=1, max_length=MAX_GROUP_CHARS, description="group (corpus); the server's default when omitted")
     overrides: dict[str, Any] = Field(
         default_factory=dict,
         description='stage overrides: {"score_gap.threshold": 0.4, "score_gap.enabled": false} '
@@ -205,7 +207,7 @@ class IndexDocument(BaseModel):
 class IndexRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")  # a misspelt field is an error, not ignored
 
-    group: str | None = Field(None, min_length=1, max_length=200)
+    group: str | None = Field(None, min_length=1, max_length=MAX_GROUP_CHARS)
     documents: list[IndexDocument] = Field(default_factory=list, max_length=10_000)
     paths: list[str] = Field(
         default_factory=list, max_length=10_000,
@@ -489,14 +491,17 @@ class JobManager:
         log_event(self._logger, logging.INFO, "job started", job_id=job.id, group=job.group, request_id=request_id)
         try:
             job.report = _jsonable(work(job))
-            job.state = "succeeded"
-            job.progress = {**job.progress, "phase": "done"}
+            if nothing_indexed(job.report):  # the runs after which `graphroute index` exits 1
+                job.error = f"nothing was indexed: {len(job.report['failed'])} input(s) could not be read (see the report's `failed`)"
+            elif steps := failed_steps(job.report):
+                job.error = f"index step(s) {', '.join(steps)} failed (see the report's `warnings`); the documents were written"
         except Exception as exc:  # the job reports it; the server keeps running
-            job.state, job.error = "failed", redact_paths(f"{type(exc).__name__}: {exc}")
-            job.progress = {**job.progress, "phase": "failed"}
+            job.error = redact_paths(f"{type(exc).__name__}: {exc}")
+        job.finished = time.time()
+        job.progress = {**job.progress, "phase": "failed" if job.error else "done"}
+        job.state = "failed" if job.error else "succeeded"  # last: a poller that sees it sees the rest
+        if job.error:
             log_event(self._logger, logging.ERROR, "job failed", job_id=job.id, error=job.error, request_id=request_id)
-        finally:
-            job.finished = time.time()
         log_event(
             self._logger, logging.INFO, "job finished", job_id=job.id, state=job.state,
             seconds=round(job.finished - (job.started or job.finished), 3), request_id=request_id,
@@ -512,6 +517,29 @@ class JobManager:
 
     def shutdown(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def public_report(report: dict[str, Any], names: Mapping[str, str], roots: list[Path]) -> dict[str, Any]:
+    """An index report as a client may see it: each file named as the client knows it (an
+    uploaded document by its title in ``names``, a file under an --index-root by its path
+    relative to that root) and any other server path in a message cut to its last part."""
+
+    def name(path: str) -> str:
+        if path in names:
+            return names[path]
+        root = next((r for r in roots if Path(path).is_relative_to(r)), None)
+        return Path(path).relative_to(root).as_posix() if root is not None else redact_paths(path)
+
+    def entry(item: dict[str, Any]) -> dict[str, Any]:
+        return {**item, "path": name(str(item.get("path", ""))), "reason": redact_paths(str(item.get("reason", "")))}
+
+    return {
+        **report,
+        "failed": [entry(f) for f in report.get("failed", [])],
+        "skipped": [entry(f) for f in report.get("skipped", [])],
+        "encodings": {name(path): enc for path, enc in report.get("encodings", {}).items()},
+        "warnings": [redact_paths(str(w)) for w in report.get("warnings", [])],
+    }
 
 
 def _jsonable(value: Any) -> dict[str, Any]:
@@ -550,8 +578,69 @@ def write_uploads(directory: Path, documents: list[IndexDocument]) -> list[Path]
 
 
 def _upload_dir_for(config: ServerConfig, store_location: str, group: str) -> Path:
+    """The folder of one group's uploads (its own: the folder name holds a hash of the group)."""
     root = config.upload_dir or (default_cache_dir() / "uploads" / hashlib.sha1(store_location.encode()).hexdigest()[:12])
     return root / _slug(group)
+
+
+def remove_uploads(directory: Path, sources: Iterable[str] | None = None) -> None:
+    """Delete uploaded text from one group's upload folder ``directory``: the files among
+    ``sources`` (deleted documents' sources, as the store records them), or every upload of
+    the group with None (the folder goes too). Only the Markdown files :func:`write_uploads`
+    puts directly in that folder are touched, never a link nor a file elsewhere (a document
+    from an --index-root folder keeps its file)."""
+    if directory.is_symlink() or not directory.is_dir():
+        return
+    folder = Path(os.path.realpath(directory))
+    files = folder.glob("*.md") if sources is None else (Path(src.split("#", 1)[0]) for src in sources)
+    for f in files:
+        if f.suffix == ".md" and f.is_file() and not f.is_symlink() and Path(os.path.realpath(f.parent)) == folder:
+            f.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):  # still holds uploads of other documents
+        folder.rmdir()
+
+
+# --------------------------------------------------------------------------- API docs
+
+DOCS_ASSETS = "/static-offline-docs"
+
+
+def add_api_docs(app: "FastAPI", auth: list[Any]) -> None:
+    """``/openapi.json``, ``/docs`` (Swagger UI) and ``/redoc`` (ReDoc), each behind ``auth``
+    (the token check), like every endpoint but ``/health``. The pages' script and style files
+    are the Swagger UI and ReDoc that fastapi-offline ships (MIT), served by this server
+    without a token, as the playground's page files are: the pages need no CDN or network."""
+    import fastapi_offline
+    from fastapi import Request
+    from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
+    from fastapi.responses import HTMLResponse, JSONResponse
+    from fastapi.staticfiles import StaticFiles
+
+    app.mount(DOCS_ASSETS, StaticFiles(directory=Path(fastapi_offline.__file__).parent / "static"), name="static-offline-docs")
+
+    @app.get("/openapi.json", include_in_schema=False, dependencies=auth)
+    async def openapi_schema() -> JSONResponse:
+        return JSONResponse(app.openapi())
+
+    def page(render: Callable[[str, str], HTMLResponse]) -> Callable[[Request], Awaitable[HTMLResponse]]:
+        """An endpoint rendering a docs page from the schema's URL and the assets' folder."""
+
+        async def endpoint(request: Request) -> HTMLResponse:
+            root = request.scope.get("root_path", "")
+            return render(f"{root}/openapi.json", f"{root}{DOCS_ASSETS}")
+
+        return endpoint
+
+    swagger = page(lambda schema, assets: get_swagger_ui_html(
+        openapi_url=schema, title=f"{app.title} - Swagger UI", swagger_js_url=f"{assets}/swagger-ui-bundle.js",
+        swagger_css_url=f"{assets}/swagger-ui.css", swagger_favicon_url=f"{assets}/favicon.png",
+    ))
+    redoc = page(lambda schema, assets: get_redoc_html(
+        openapi_url=schema, title=f"{app.title} - ReDoc", redoc_js_url=f"{assets}/redoc.standalone.js",
+        redoc_favicon_url=f"{assets}/favicon.png", with_google_fonts=False,
+    ))
+    app.add_api_route("/docs", swagger, include_in_schema=False, dependencies=auth)
+    app.add_api_route("/redoc", redoc, include_in_schema=False, dependencies=auth)
 
 
 # --------------------------------------------------------------------------- app factory
@@ -654,15 +743,15 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
         pool.shutdown(wait=False, cancel_futures=True)
         health_pool.shutdown(wait=False, cancel_futures=True)
 
-    # /docs and /redoc with the Swagger UI and ReDoc assets fastapi-offline ships (MIT), served
-    # by this server: the pages work without a CDN or any network.
-    from fastapi_offline import FastAPIOffline
+    from fastapi import FastAPI
 
-    app = FastAPIOffline(
+    # /openapi.json, /docs and /redoc are added below, behind the token like the API they describe
+    app = FastAPI(
         title="graphroute",
         version=__version__,
         description="Query and index a graphroute store over HTTP. Same routes, overrides and JSON as the CLI.",
         lifespan=lifespan,
+        openapi_url=None, docs_url=None, redoc_url=None,
     )
     app.state.engine = gr
     app.state.jobs = jobs
@@ -679,8 +768,12 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
     def request_id(request: Request) -> str | None:
         return request.scope.get("state", {}).get("request_id")
 
-    def error_response(request: Request, status: int, code: str, message: str, headers: Mapping[str, str] | None = None) -> JSONResponse:
-        body = ErrorBody(error=code, message=redact_paths(message), request_id=request_id(request))
+    def error_response(
+        request: Request, status: int, code: str, message: str, headers: Mapping[str, str] | None = None, *, redact: bool = True,
+    ) -> JSONResponse:
+        """The error body; ``redact`` False for a message that holds nothing but the request's
+        own URL path (not a server file, so never cut to its last part)."""
+        body = ErrorBody(error=code, message=redact_paths(message) if redact else message, request_id=request_id(request))
         return JSONResponse(body.model_dump(), status_code=status, headers=dict(headers or {}))
 
     @app.exception_handler(ApiError)
@@ -703,13 +796,18 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
     async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         """Starlette's own errors (an unknown path 404, a wrong method 405) in the API's shape."""
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-        message = {
-            404: f"no such endpoint: {request.method} {request.url.path} (see /docs)",
-            405: f"{request.method} is not allowed on {request.url.path}",
-        }.get(exc.status_code, str(exc.detail))
-        return error_response(request, exc.status_code, code, message, exc.headers)
+        # the path as the client sent it (still percent-encoded), at most a short prefix of it
+        raw_path = request.scope.get("raw_path")
+        sent = echo(raw_path.decode("latin-1") if isinstance(raw_path, bytes) else request.url.path)
+        about_the_path = {
+            404: f"no such endpoint: {request.method} {sent} (see /docs)",
+            405: f"{request.method} is not allowed on {sent}",
+        }
+        message = about_the_path.get(exc.status_code, str(exc.detail))
+        return error_response(request, exc.status_code, code, message, exc.headers, redact=exc.status_code not in about_the_path)
 
     auth = [Depends(require_token)]
+    add_api_docs(app, auth)
 
     def known_group(group: str) -> None:
         if group not in gr.store.groups():
@@ -718,6 +816,13 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
                 f"group '{group}' does not exist in this store (or is empty); index documents first: "
                 f'POST /index {{"group": "{group}", "documents": [...]}}',
             )
+
+    def group_uploads(group: str) -> Path:
+        return _upload_dir_for(config, gr.store.location or "store", group)
+
+    def forget_uploads(group: str, sources: list[str] | None) -> None:
+        """Delete the uploaded text of a deleted group (None) or of its deleted documents."""
+        remove_uploads(group_uploads(group), sources)
 
     def route_file(name: str) -> Path:
         """The file of a route *name*; the CLI's "unknown route" error (with its did-you-mean
@@ -822,6 +927,7 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
         if not body.documents and not body.paths:
             raise ApiError(400, "bad_request", "nothing to index: send `documents` [{title, text}] or `paths`")
         group = body.group or gr.group
+        await run_limited(lambda: check_group_name(gr.store, group))  # a new group's name must fit in a URL
         paths: list[Path] = []
         for raw in body.paths:
             if "\x00" in raw:
@@ -852,14 +958,17 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
                 load_index_profile(body.profile)
             except IndexProfileError as exc:
                 raise ApiError(400, "bad_profile", str(exc)) from None
-        upload_dir = _upload_dir_for(config, gr.store.location or "store", group)
+        upload_dir = group_uploads(group)
         documents = list(body.documents)
 
         def work(job: Job) -> dict[str, Any]:
             targets = list(paths)
+            titles: dict[str, str] = {}  # an uploaded document's file -> its title, for the report
             if documents:
                 job.progress = {**job.progress, "phase": "writing uploads"}
-                targets += write_uploads(upload_dir, documents)
+                written = write_uploads(upload_dir, documents)
+                titles = {str(p): d.title for p, d in zip(written, documents, strict=True)}
+                targets += written
             job.progress = {**job.progress, "phase": "indexing", "inputs": len(targets)}
 
             def on_progress(step: str, completed: float, total: float | None) -> None:
@@ -869,7 +978,8 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
                 # files under the folders are checked on their real paths too: a link inside
                 # an allowed folder must not reach a file elsewhere
                 allowed = [*roots, upload_dir] if roots else None
-                return _jsonable(gr.index(targets, group=group, profile=body.profile, roots=allowed))
+                report = _jsonable(gr.index(targets, group=group, profile=body.profile, roots=allowed))
+            return public_report(report, titles, roots)
 
         job = jobs.submit(group, work, request_id(request) or "")
         return job.info()
@@ -884,7 +994,10 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
 
     from graphroute.core.apps.serve.manage import add_manage_routes
 
-    add_manage_routes(app, gr, auth=auth, run_limited=run_limited, run_write=jobs.run_write, error_responses=_error_responses)
+    add_manage_routes(
+        app, gr, auth=auth, run_limited=run_limited, run_write=jobs.run_write, error_responses=_error_responses,
+        forget_uploads=forget_uploads,
+    )
 
     # what an app mounted on this one (the playground) reuses: the token check, the query pool
     app.state.auth, app.state.run_limited = auth, run_limited

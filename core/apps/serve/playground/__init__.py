@@ -44,6 +44,7 @@ from graphroute.core.config.overrides import Overrides, overrides_from_cli
 from graphroute.core.config.resolve import ResolvedRoute, load_route
 from graphroute.core.config.route import ParallelSpec, StageSpec, parse_route_text
 from graphroute.core.errors import RouteConfigError
+from graphroute.core.index.manage import MAX_GROUP_CHARS
 from graphroute.core.query.runner import run_route
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -144,7 +145,7 @@ class ResolveRequest(BaseModel):
 
     config: PlaygroundConfig
     question: str | None = Field(None, max_length=20_000, description="put into the exported command")
-    group: str | None = Field(None, min_length=1, max_length=200, description="put into the exported command")
+    group: str | None = Field(None, min_length=1, max_length=MAX_GROUP_CHARS, description="put into the exported command")
 
 
 class FieldError(BaseModel):
@@ -178,7 +179,7 @@ class RunRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     question: str = Field(min_length=1, max_length=20_000)
-    group: str | None = Field(None, min_length=1, max_length=200)
+    group: str | None = Field(None, min_length=1, max_length=MAX_GROUP_CHARS)
     config: PlaygroundConfig
 
 
@@ -217,7 +218,7 @@ class ABRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     question: str = Field(min_length=1, max_length=20_000)
-    group: str | None = Field(None, min_length=1, max_length=200)
+    group: str | None = Field(None, min_length=1, max_length=MAX_GROUP_CHARS)
     a: PlaygroundConfig
     b: PlaygroundConfig
 
@@ -272,7 +273,7 @@ class SetQuestion(BaseModel):
 class QuestionSetRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    group: str | None = Field(None, min_length=1, max_length=200)
+    group: str | None = Field(None, min_length=1, max_length=MAX_GROUP_CHARS)
     a: PlaygroundConfig
     b: PlaygroundConfig
     questions: list[SetQuestion] = Field(min_length=1, max_length=MAX_SET_QUESTIONS)
