@@ -119,3 +119,32 @@ def test_a_group_name_with_spaces_and_accents_works_in_every_path(client: TestCl
     r = client.get(f"{path}/documents")
     assert r.status_code == 200 and r.json()["group"] == group, r.text
     assert client.delete(f"{path}/documents/Canteen").status_code == 200
+
+
+def test_stopping_the_server_stops_a_running_job_and_the_next_run_finishes_it(
+    client: TestClient, uploads: Path, tmp_path: Path
+) -> None:
+    documents = [{"title": f"Note {k}", "text": f"Room {k} is booked through the facilities desk on floor {k % 9}."}
+                 for k in range(400)]
+    r = client.post("/index", json={"group": "t", "documents": documents})
+    assert r.status_code == 202, r.text
+    job_id = r.json()["id"]
+    deadline = time.monotonic() + 600
+    job = r.json()
+    while "step" not in job["progress"]:  # indexing has begun
+        assert time.monotonic() < deadline and job["state"] in ("queued", "running"), job
+        time.sleep(0.05)
+        job = client.get(f"/jobs/{job_id}").json()
+    app: Any = client.app
+    app.state.jobs.shutdown()  # what the server's shutdown (Ctrl+C) does
+    while job["state"] == "running":
+        assert time.monotonic() < deadline, job
+        time.sleep(0.05)
+        job = client.get(f"/jobs/{job_id}").json()
+    assert job["state"] == "failed" and "server stopped during the job" in job["error"], job
+    # the next run of the same input finishes the group as a whole run would have
+    gr = GraphRoute(store=str(tmp_path / "store"), group="t")
+    report = gr.index(sorted(uploads.rglob("*.md")), group="t")
+    assert report.failed == [] and len(gr.documents("t")) == 400
+    assert gr.query("Who books room 7?", group="t").citations
+    gr.close()

@@ -463,6 +463,10 @@ class Job:
         )
 
 
+class JobCancelled(Exception):
+    """Raised in a running index job at its next progress report once the server stops."""
+
+
 class JobManager:
     """Index jobs, run one at a time by a single worker thread (writes to a group are
     serialised; queries keep being served meanwhile)."""
@@ -472,6 +476,15 @@ class JobManager:
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="graphroute-index")
         self._logger = logger
+        self.stopping = threading.Event()  # set by shutdown: a running job stops at its next step
+
+    def check_stopping(self) -> None:
+        """JobCancelled once the server is stopping: a running job's progress reports call it,
+        so Ctrl+C stops the server within a step of indexing instead of after the whole job.
+        The index is left as an interrupted `graphroute index` leaves it: the next run of the
+        same files finishes it."""
+        if self.stopping.is_set():
+            raise JobCancelled("the server stopped during the job; index the same input again to finish it")
 
     def submit(self, group: str, work: Callable[[Job], dict[str, Any]], request_id: str) -> Job:
         job = Job(id=uuid.uuid4().hex, group=group, progress={"phase": "queued"})
@@ -516,6 +529,7 @@ class JobManager:
             return self._jobs.get(job_id)
 
     def shutdown(self) -> None:
+        self.stopping.set()
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 
@@ -973,6 +987,7 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
 
             def on_progress(step: str, completed: float, total: float | None) -> None:
                 job.progress = {**job.progress, "step": step, "completed": completed, "total": total}
+                jobs.check_stopping()
 
             with progress.listen(on_progress):
                 # files under the folders are checked on their real paths too: a link inside
