@@ -27,7 +27,7 @@ from graphroute.core.api.store import DocumentBatch, GraphStore, MetaPatch, merg
 from graphroute.core.config.index_profile import IndexProfile, check_profile, load_index_profile
 from graphroute.core.config.settings import Settings
 from graphroute.core.errors import EXIT_FILES_FAILED, EXIT_INTERNAL, LoaderError, StoreLocationError
-from graphroute.core.index.files import collect_files, fingerprint
+from graphroute.core.index.files import collect_files, fingerprint, is_gone
 from graphroute.core.index.skeleton import DocumentSkeleton
 from graphroute.core.lib.knn import normalise_in_place
 from graphroute.core.lib.model_loads import LoadWatch, watch_model_loads
@@ -325,7 +325,7 @@ class Indexer:
             for did, info in documents.items():
                 src = str(info.get("source", ""))
                 file_part = src.split("#", 1)[0]
-                gone = not Path(file_part).exists()
+                gone = is_gone(Path(file_part))
                 dropped = file_part in loaded_files and did not in yielded
                 if (gone or dropped) and did not in to_remove:
                     to_remove.append(did)

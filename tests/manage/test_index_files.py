@@ -6,7 +6,11 @@ dependency is missing names the extra to install."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -40,6 +44,59 @@ def index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.Captur
         return code, json.loads(captured.out) if as_json else captured.out, captured.err
 
     return invoke
+
+
+# Root reads any folder (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH): as root, the CLI runs with
+# those two capabilities dropped, so a folder of mode 000 is as unreadable to it as to a user.
+NO_READ_OVERRIDE = ["setpriv", "--bounding-set=-dac_override,-dac_read_search",
+                    "--inh-caps=-dac_override,-dac_read_search", "--"]
+
+
+def as_a_user(cmd: list[str]) -> list[str]:
+    """``cmd`` run without the power to read a folder its mode forbids."""
+    if os.geteuid() != 0:
+        return cmd
+    if shutil.which("setpriv") is None:
+        pytest.skip("running as root without setpriv: cannot drop the capability to read any folder")
+    return [*NO_READ_OVERRIDE, *cmd]
+
+
+@pytest.fixture
+def locked(tmp_path: Path) -> Iterator[Path]:
+    """A folder of mode 000 holding a Markdown file; its mode is restored for the cleanup."""
+    folder = tmp_path / "docs" / "locked"
+    folder.mkdir(parents=True)
+    (folder / "other.md").write_text("# Other\n\nThe night ferry leaves the north pier at ten.\n", encoding="utf-8")
+    yield folder
+    folder.chmod(0o755)
+
+
+def test_a_folder_that_cannot_be_read_is_failed_and_its_documents_kept(index, tmp_path: Path, locked: Path) -> None:  # type: ignore[no-untyped-def]
+    docs = locked.parent
+    (docs / "travel.md").write_text("# Travel\n\nThe travel desk approves every trip abroad.\n", encoding="utf-8")
+    code, report, _ = index(docs)  # while the folder can be read: both documents
+    assert code == 0 and report["indexed"] == 2
+    locked.chmod(0)
+    probe = subprocess.run(as_a_user([sys.executable, "-c", f"import os; os.listdir({str(locked)!r})"]),
+                           capture_output=True, text=True, timeout=60)
+    if "PermissionError" not in probe.stderr:
+        pytest.skip(f"this process cannot make a folder unreadable to its CLI: {probe.stderr or 'listed it'}")
+    env = {**os.environ, "GRAPHROUTE_CACHE": str(tmp_path / "cache"), "GRAPHROUTE_PROGRESS": "0", "COLUMNS": "300"}
+    cli = [sys.executable, "-m", "graphroute.core.apps.cli.main", "index", str(docs), "--store", str(tmp_path / "store"),
+           "--group", "g", "--profile", str(tmp_path / "lean.yaml")]
+    for extra in ([], ["--remove-missing"]):  # gone from the walk, yet not gone: never removed
+        r = subprocess.run(as_a_user([*cli, *extra, "--json"]), capture_output=True, text=True, env=env, timeout=600)
+        assert r.returncode == EXIT_FILES_FAILED, r.stdout + r.stderr
+        report = json.loads(r.stdout)
+        assert report["failed"] == [{"path": str(locked), "reason": "cannot read folder (Permission denied)"}]
+        assert report["unchanged"] == 1 and report["removed"] == 0 and report["documents"] == 2
+    inside = [*cli[:4], str(locked / "other.md"), *cli[5:], "--json"]  # a file named below it: failed too
+    r = subprocess.run(as_a_user(inside), capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == EXIT_INTERNAL, r.stdout + r.stderr
+    assert json.loads(r.stdout)["failed"] == [{"path": str(locked / "other.md"), "reason": "cannot read path (Permission denied)"}]
+    r = subprocess.run(as_a_user(cli), capture_output=True, text=True, env=env, timeout=600)  # the human output
+    assert r.returncode == EXIT_FILES_FAILED and "failed 1" in r.stdout
+    assert f"failed {locked}: cannot read folder (Permission denied)" in " ".join(r.stderr.split())
 
 
 def test_unsupported_type_is_skipped_with_a_warning(index, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
