@@ -17,6 +17,7 @@ import pytest
 import yaml
 from graphroute.core.apps.cli.main import main
 from graphroute.core.errors import EXIT_FILES_FAILED, EXIT_INTERNAL, LoaderError
+from graphroute.core.index.files import collect_files
 
 from tests.indexing.pdfgen import text_ops, write_pdf
 
@@ -137,3 +138,51 @@ def test_missing_optional_dependency_names_the_extra(tmp_path: Path, monkeypatch
     with pytest.raises(LoaderError) as info:
         list(PdfLoader().load(pdf))
     assert 'pip install "graphroute[pdf]"' in str(info.value) and "pdfplumber" in str(info.value)
+
+
+IGNORE = """\
+# not documents
+drafts/
+*.log
+/top-only.md
+notes/private/*.md
+assets/**/*.md
+"""
+
+
+def test_graphrouteignore_lines_are_read_as_gitignore_reads_them(index, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    docs = tmp_path / "docs"
+    kept = ["a.md", "drafts.md", "keep.log", "notes/drafts", "notes/n.md", "notes/private/deeper/q.md",
+            "sub/run.log", "sub/top-only.md"]
+    dropped = ["assets/a/b/c.md", "assets/top.md", "drafts/x.md", "notes/private/p.md", "run.log",
+               "sub/drafts/y.md", "top-only.md"]
+    for i, rel in enumerate(kept + dropped):
+        (docs / rel).parent.mkdir(parents=True, exist_ok=True)
+        (docs / rel).write_text(f"# Note {i}\n\nThe ferry number {i} leaves the pier at noon.\n", encoding="utf-8")
+    (docs / ".graphrouteignore").write_text(IGNORE + "!keep.log\n", encoding="utf-8")
+    (docs / "sub" / ".graphrouteignore").write_text("!run.log\n", encoding="utf-8")  # a deeper file wins
+    files, failed = collect_files([docs])
+    assert failed == []
+    assert [f.relative_to(docs).as_posix() for f in files] == sorted(kept)
+    assert collect_files([docs / "drafts" / "x.md"])[0] == [docs / "drafts" / "x.md"]  # named: always read
+    code, report, _ = index(docs)  # the index run reads the same files: no loader reads three
+    skipped = [Path(s["path"]).relative_to(docs).as_posix() for s in report["skipped"]]
+    assert code == 0 and skipped == ["keep.log", "notes/drafts", "sub/run.log"]
+    assert report["documents"] == len(kept) - len(skipped)
+
+
+def test_a_graphrouteignore_that_cannot_be_read_fails_its_folder(tmp_path: Path) -> None:
+    guarded = tmp_path / "docs" / "guarded"
+    guarded.mkdir(parents=True)
+    (guarded / "secret.md").write_text("# Secret\n\nThe vault code is written nowhere.\n", encoding="utf-8")
+    ignore = guarded / ".graphrouteignore"
+    ignore.write_text("secret.md\n", encoding="utf-8")
+    ignore.chmod(0)
+    probe = subprocess.run(as_a_user([sys.executable, "-c", f"open({str(ignore)!r}).read()"]),
+                           capture_output=True, text=True, timeout=60)
+    if "PermissionError" not in probe.stderr:
+        pytest.skip(f"this process cannot make a file unreadable to its CLI: {probe.stderr or 'read it'}")
+    code = (f"import json; from pathlib import Path; from graphroute.core.index.files import collect_files; "
+            f"print(json.dumps(collect_files([Path({str(guarded.parent)!r})])[1]))")
+    r = subprocess.run(as_a_user([sys.executable, "-c", code]), capture_output=True, text=True, timeout=60)
+    assert json.loads(r.stdout) == [{"path": str(ignore), "reason": "cannot read file (Permission denied); its folder was not read"}], r.stderr
