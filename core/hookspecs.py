@@ -101,6 +101,8 @@ def register_loaders() -> list[type[Loader]]:  # type: ignore[empty-body]
     """Return :class:`~graphroute.core.api.components.Loader` classes; each declares the file
     ``extensions`` it reads, and a ``version`` to raise when it starts reading the same file
     differently (documents an older version read are parsed again on the next index run).
+    A file it cannot read raises ``LoaderError`` (the file is failed); a part of it left out
+    while the rest is read goes to ``self.warn("entry 3: ...")`` (a warning of the run).
     Example: ``return [MarkdownLoader]``."""
 
 

@@ -122,6 +122,16 @@ class Loader(Component):
     def load(self, path: Path) -> Iterator[SourceDocument]:
         """Yield documents; raise :class:`LoaderError` with a clear reason on bad input."""
 
+    def warn(self, message: str) -> None:
+        """Report a part of the file being loaded that was left out while the rest was read
+        (an entry without text, say), naming the part (``entry 3``, ``line 7``): the indexer
+        lists it among the run's ``warnings`` after the file's path."""
+        self.__dict__.setdefault("_warnings", []).append(message)
+
+    def take_warnings(self) -> list[str]:
+        """The warnings since the last call (the indexer takes them after each file)."""
+        return self.__dict__.pop("_warnings", [])
+
 
 # --------------------------------------------------------------------------- embedding
 

@@ -301,6 +301,9 @@ class Indexer:
             except Exception as exc:  # a loader bug must not lose the rest of the folder
                 report.failed.append({"path": str(f), "reason": f"{type(exc).__name__}: {exc}"})
                 continue
+            finally:  # what the loader left out of this file; a failed file's reason says it all
+                left_out = loader.take_warnings()
+            report.warnings.extend(f"{f}: {w}" for w in left_out)
             loaded_files.add(str(f.resolve()))
             encoding = next((str(d.metadata["encoding"]) for d in docs if d.metadata.get("encoding")), None)
             if encoding:

@@ -547,7 +547,13 @@ class JsonCorpusParams(FileLoaderParams):
 
 
 class JsonCorpusLoader(Loader):
-    """JSON corpus (.json): a list of {title, text}; each entry is one document (``path#i``)."""
+    """JSON corpus (.json, .jsonl): {title, text} entries; each is one document (``path#i``).
+
+    A .json file is one JSON value, a list of entries (or an object holding it under
+    ``documents``, ``docs``, ``corpus`` or ``data``): when it is not valid JSON the file fails.
+    A .jsonl file holds one entry a line, each read on its own, so a line that is not valid
+    JSON is left out as an entry without text is, with a warning naming it (``line 3``); the
+    file fails only when no entry has text."""
 
     name = "json_corpus"
     extensions = (".json", ".jsonl")
@@ -556,34 +562,63 @@ class JsonCorpusLoader(Loader):
 
     def load(self, path: Path) -> Iterator[SourceDocument]:
         raw = read_text(path, self.params.max_file_mb)
-        entries: list[Any]
-        try:
-            if path.suffix.lower() == ".jsonl":
-                entries = [json.loads(ln) for ln in raw.splitlines() if ln.strip()]
+        entries: list[tuple[str, Any]] = []  # where a warning says the entry is, and the entry
+        invalid: list[str] = []  # the .jsonl lines that are not valid JSON, as they are reported
+        if path.suffix.lower() == ".jsonl":
+            for lineno, line in enumerate(raw.splitlines(), 1):
+                if not line.strip():
+                    continue
+                try:
+                    entries.append((f"line {lineno}", json.loads(line)))
+                except json.JSONDecodeError as exc:  # exc.lineno counts within the line: always 1
+                    invalid.append(f"invalid JSON (line {lineno}, column {exc.colno}: {exc.msg})")
+                    entries.append((invalid[-1], _INVALID))
+        else:
+            try:
+                value = json.loads(raw)
+            except json.JSONDecodeError as exc:
+                raise LoaderError(f"{path}: invalid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+            if isinstance(value, dict):
+                value = next((value[k] for k in ("documents", "docs", "corpus", "data") if isinstance(value.get(k), list)), value)
+            if not isinstance(value, list) or not value:
+                raise LoaderError(f"{path}: expected a non-empty JSON list of {{title, text}} objects")
+            entries = [(f"entry {i}", e) for i, e in enumerate(value)]
+        docs = []
+        for i, (where, entry) in enumerate(entries):  # i: the entry's number in its id, path#i
+            if entry is _INVALID:
+                self.warn(f"{where}; left out")
+            elif (problem := _entry_problem(entry)) is not None:
+                self.warn(f"{where}: {problem}; left out")
             else:
-                entries = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise LoaderError(f"{path}: invalid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
-        if isinstance(entries, dict):
-            for key in ("documents", "docs", "corpus", "data"):
-                if isinstance(entries.get(key), list):
-                    entries = entries[key]
-                    break
-        if not isinstance(entries, list) or not entries:
-            raise LoaderError(f"{path}: expected a non-empty JSON list of {{title, text}} objects")
-        bad = [i for i, e in enumerate(entries) if not isinstance(e, dict) or not isinstance(e.get("text"), str)]
-        if len(bad) == len(entries):
-            raise LoaderError(f"{path}: no entry has a string 'text' field (expected [{{title, text}}, ...])")
-        for i, e in enumerate(entries):
-            if i in bad or not e["text"].strip():
-                continue
-            title = str(e.get("title") or f"{path.stem} #{i}")
-            text = e["text"].replace("\r\n", "\n")
-            if self.params.markdown:
-                blocks = parse_markdown(text)[0]
-            else:
-                blocks = [Block(kind="paragraph", text=normalize_ws(p)) for p in re.split(r"\n\s*\n", text) if p.strip()]
-            yield make_doc(title, f"{path}#{i}", blocks, f"{title}\n{text}")
+                docs.append(self._document(path, i, entry))
+        if not docs:
+            self.take_warnings()  # the file fails, for the reason below
+            if len(invalid) == len(entries):
+                raise LoaderError(f"{path}: {invalid[0]}")
+            raise LoaderError(f"{path}: no entry has text (expected [{{title, text}}, ...] with a non-empty string 'text')")
+        yield from docs
+
+    def _document(self, path: Path, i: int, entry: dict[str, Any]) -> SourceDocument:
+        title = str(entry.get("title") or f"{path.stem} #{i}")
+        text = entry["text"].replace("\r\n", "\n")
+        if self.params.markdown:
+            blocks = parse_markdown(text)[0]
+        else:
+            blocks = [Block(kind="paragraph", text=normalize_ws(p)) for p in re.split(r"\n\s*\n", text) if p.strip()]
+        return make_doc(title, f"{path}#{i}", blocks, f"{title}\n{text}")
+
+
+_INVALID = object()  # a .jsonl line that is not valid JSON
+
+
+def _entry_problem(entry: Any) -> str | None:
+    """Why a JSON value gives no document; None when it does."""
+    if not isinstance(entry, dict):
+        return f"not a {{title, text}} object but {'null' if entry is None else type(entry).__name__}"
+    text = entry.get("text")
+    if not isinstance(text, str):
+        return "no 'text' field" if "text" not in entry else f"'text' is not a string but {type(text).__name__}"
+    return "empty 'text'" if not text.strip() else None
 
 
 @hookimpl

@@ -159,10 +159,49 @@ def test_json_corpus_one_document_per_entry(tmp_path: Path) -> None:
         {"title": "Beta", "text": "   "},
         {"title": "Gamma", "text": "Gamma rays are energetic.\n\nThey come from space."},
     ]), encoding="utf-8")
-    docs = list(JsonCorpusLoader().load(p))
+    loader = JsonCorpusLoader()
+    docs = list(loader.load(p))
     assert [(d.title, d.source) for d in docs] == [("Alpha", f"{p}#0"), ("Gamma", f"{p}#2")]
     assert [b.text for b in docs[1].blocks] == ["Gamma rays are energetic.", "They come from space."]
     assert docs[0].content_hash != docs[1].content_hash
+    assert loader.take_warnings() == ["entry 1: empty 'text'; left out"]
+
+
+def test_json_corpus_names_each_entry_it_leaves_out(tmp_path: Path) -> None:
+    p = tmp_path / "corpus.json"
+    p.write_text(json.dumps([
+        {"title": "Alpha", "text": "Alpha is a town in Sweden."}, "a bare string", {"title": "No text"},
+        {"text": ["a", "list"]}, None, {"text": ""},
+    ]), encoding="utf-8")
+    loader = JsonCorpusLoader()
+    assert [d.source for d in loader.load(p)] == [f"{p}#0"]
+    assert loader.take_warnings() == [
+        "entry 1: not a {title, text} object but str; left out",
+        "entry 2: no 'text' field; left out",
+        "entry 3: 'text' is not a string but list; left out",
+        "entry 4: not a {title, text} object but null; left out",
+        "entry 5: empty 'text'; left out",
+    ]
+    assert loader.take_warnings() == []  # taken once
+    p.write_text(json.dumps([{"text": " "}, "x"]), encoding="utf-8")
+    with pytest.raises(LoaderError, match="no entry has text"):
+        list(loader.load(p))
+    assert loader.take_warnings() == []  # a failed file: its reason, not the entries' warnings
+
+
+def test_jsonl_corpus_reports_the_line_of_the_file_and_reads_the_other_lines(tmp_path: Path) -> None:
+    p = tmp_path / "corpus.jsonl"
+    lines = ['{"title": "Alpha", "text": "Alpha is a town in Sweden."}', "",
+             '{"title": "Beta", "text": "Beta is a letter."}', "not json", '{"title": "Gamma", "text": "Gamma rays."}']
+    p.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    loader = JsonCorpusLoader()
+    docs = list(loader.load(p))
+    # ids count the non-empty lines, the bad one included, so mending it moves no other id
+    assert [(d.title, d.source) for d in docs] == [("Alpha", f"{p}#0"), ("Beta", f"{p}#1"), ("Gamma", f"{p}#3")]
+    assert loader.take_warnings() == ["invalid JSON (line 4, column 1: Expecting value); left out"]
+    p.write_text('\n{"title": "Alpha"\n', encoding="utf-8")  # no line is valid JSON: the file fails
+    with pytest.raises(LoaderError, match=r"invalid JSON \(line 2, column 18: Expecting ',' delimiter\)"):
+        list(loader.load(p))
 
 
 def test_json_corpus_reads_markdown_entries_only_when_asked(tmp_path: Path) -> None:

@@ -128,6 +128,26 @@ def test_unreadable_files_set_the_exit_code(index, tmp_path: Path) -> None:  # t
     assert code == EXIT_INTERNAL == 1 and report["indexed"] == report["unchanged"] == 0  # nothing could be read
 
 
+def test_json_corpus_entries_left_out_are_warnings_naming_them(index, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    jsonl = docs / "a.jsonl"
+    jsonl.write_text('{"title": "Ferry", "text": "The ferry leaves at noon."}\n'
+                     '{"title": "Lock", "text": "The lock opens at dawn."}\nnot json\n', encoding="utf-8")
+    listed = docs / "b.json"
+    listed.write_text(json.dumps([{"title": "Pier", "text": "The pier closes at ten."}, "a bare string", {"text": ""}]),
+                      encoding="utf-8")
+    code, report, _ = index(docs)
+    assert code == 0 and report["failed"] == [] and report["indexed"] == 3
+    assert report["warnings"] == [
+        f"{jsonl}: invalid JSON (line 3, column 1: Expecting value); left out",
+        f"{listed}: entry 1: not a {{title, text}} object but str; left out",
+        f"{listed}: entry 2: empty 'text'; left out",
+    ]
+    code, _, err = index(docs, as_json=False)  # the human output: a warning on stderr each
+    assert code == 0 and "warning:" in err and "line 3, column 1" in err and "entry 2: empty 'text'" in err
+
+
 def test_missing_optional_dependency_names_the_extra(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from graphroute.plugins.loaders.pdf import PdfLoader
 

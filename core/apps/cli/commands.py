@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import typer
 from graphroute.core.api.constants import DEFAULT_ROUTE
 from graphroute.core.api.models import QueryResult
-from graphroute.core.apps.cli.main import engine, err, out
+from graphroute.core.apps.cli.main import engine, err, out, warn
 from graphroute.core.apps.options import (
     DisableOpt,
     EnableOpt,
@@ -230,11 +230,11 @@ def _print_index_report(data: dict[str, Any]) -> None:
     for line in data.get("upgrades", []):
         out.print(f"group brought up to date: {escape(line)}", highlight=False)
     for f in data.get("skipped", []):
-        err.print(f"[yellow]warning: skipped[/] {escape(str(f['path']))}: {escape(str(f['reason']))}", highlight=False)
+        warn(f"skipped {f['path']}: {f['reason']}")
     for f in data.get("failed", []):
         err.print(f"[bold red]failed[/] {escape(str(f['path']))}: {escape(str(f['reason']))}", highlight=False)
     for w in data.get("warnings", []):
-        err.print(f"[yellow]warning:[/] {escape(str(w))}", highlight=False)
+        warn(str(w))
     if "sweep" in data:
         table = Table(title="RELATED_TO threshold sweep")
         for col in ("threshold", "edges", "density", "cross_document_ratio", "within_budget"):

@@ -47,6 +47,11 @@ def fail(message: str, code: int = 1) -> NoReturn:
     raise typer.Exit(code)
 
 
+def warn(message: str) -> None:
+    """A warning on stderr: something the user should know about a command that went on."""
+    err.print(f"[yellow]warning:[/] {escape(message)}", highlight=False)
+
+
 def settings_for(store: str | None, group: str | None) -> Settings:
     s = Settings()
     if store:

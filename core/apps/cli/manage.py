@@ -12,7 +12,7 @@ import sys
 from typing import Annotated, Any
 
 import typer
-from graphroute.core.apps.cli.main import engine, err, out
+from graphroute.core.apps.cli.main import engine, err, out, warn
 from graphroute.core.apps.options import JsonOpt, StoreOpt
 from graphroute.core.errors import UserError
 from graphroute.core.hookspecs import hookimpl
@@ -117,4 +117,4 @@ def _print_delete(result: dict[str, Any]) -> None:
         highlight=False,
     )
     for w in result.get("warnings", []):
-        err.print(f"[yellow]warning:[/] {escape(w)}", highlight=False)
+        warn(w)
