@@ -25,16 +25,20 @@ from graphroute.core.config.clients import component_params
 from graphroute.core.config.overrides import Overrides, overrides_from_mapping
 from graphroute.core.config.resolve import ResolvedRoute, load_route
 from graphroute.core.config.settings import STORE_PARAMS_ENV, Settings
-from graphroute.core.errors import ConfigError, StoreError
+from graphroute.core.errors import ConfigError, StoreError, StoreLocationError
 from graphroute.core.query.runner import check_question, run_route
 from graphroute.core.query.services import Services
 from graphroute.core.registry import Registry, get_registry
 
 
-def open_store(location: str, *, settings: Settings | None = None, registry: Registry | None = None) -> GraphStore:
+def open_store(
+    location: str, *, settings: Settings | None = None, registry: Registry | None = None, create: bool = True
+) -> GraphStore:
     """Open a store location with the first backend that handles it (a directory means the
     embedded store; ``neo4j://`` / ``bolt://`` URIs the Neo4j store), with that backend's
-    parameters from ``settings.store_params`` (``GRAPHROUTE_STORE_PARAMS``)."""
+    parameters from ``settings.store_params`` (``GRAPHROUTE_STORE_PARAMS``). With ``create``
+    False, a location that holds no store yet is a StoreLocationError (exit 2) instead of a
+    new, empty store: what a command that only reads wants, so a mistyped path creates nothing."""
     registry = registry or get_registry()
     settings = settings or Settings()
     known = ", ".join(registry.stores.names()) or "none"
@@ -47,12 +51,21 @@ def open_store(location: str, *, settings: Settings | None = None, registry: Reg
         if entry.cls.handles(location):
             given = settings.store_params.get(entry.cls.name, {})
             backend = entry.cls(component_params(entry.cls, given, f"{STORE_PARAMS_ENV}, store backend {entry.cls.name!r}"))
+            if not create and entry.cls.would_create(location):
+                raise StoreLocationError(
+                    f"no store at {location}; index documents into it first, or check the store "
+                    "location (--store, GRAPHROUTE_STORE)"
+                )
             return backend.open(location, settings=settings)
     raise StoreError(f"no store backend handles {location!r} (installed backends: {known})")
 
 
 class GraphRoute:
-    """A store plus the services (models, clients) that routes use; thread-safe for queries."""
+    """A store plus the services (models, clients) that routes use; thread-safe for queries.
+
+    A store location that holds no store yet gets a new, empty one, since the object may be
+    asked to index; ``create=False`` refuses it instead (StoreLocationError), as the CLI's
+    commands that only read do."""
 
     def __init__(
         self,
@@ -61,13 +74,16 @@ class GraphRoute:
         *,
         settings: Settings | None = None,
         registry: Registry | None = None,
+        create: bool = True,
     ) -> None:
         self.settings = settings or Settings()
         self.registry = registry or get_registry()
         if isinstance(store, GraphStore):
             self.store = store
         else:
-            self.store = open_store(store or self.settings.store, settings=self.settings, registry=self.registry)
+            self.store = open_store(
+                store or self.settings.store, settings=self.settings, registry=self.registry, create=create
+            )
         self.group = group or self.settings.group
         self._services: dict[str, Services] = {}
         self._routes: dict[tuple[str, str], ResolvedRoute] = {}

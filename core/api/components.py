@@ -278,6 +278,13 @@ class StoreBackend(Component, ABC):
     def handles(cls, location: str) -> bool:
         """True when this backend serves the location, e.g. ``neo4j://...``."""
 
+    @classmethod
+    def would_create(cls, location: str) -> bool:
+        """True when opening ``location`` would make a new, empty store (an embedded store's
+        folder without its database), which a command that only reads refuses. False for a
+        server: its store is there, and what it lacks is groups, which those commands report."""
+        return False
+
     @abstractmethod
     def open(self, location: str, **options: Any) -> GraphStore: ...
 

@@ -841,6 +841,12 @@ class EmbeddedBackend(StoreBackend):
     def handles(cls, location: str) -> bool:
         return not _URI_RE.match(location)
 
+    @classmethod
+    def would_create(cls, location: str) -> bool:
+        # a location that is a file makes nothing either: opening it says what is wrong
+        path = Path(os.path.expanduser(location))
+        return not path.is_file() and not (path / DB_FILE).is_file()
+
     def open(self, location: str, **options: Any) -> GraphStore:
         options.pop("settings", None)
         params = self.Params(**{**self.params.model_dump(), **options}) if options else self.params

@@ -147,3 +147,47 @@ def test_index_refuses_a_new_group_name_a_url_cannot_hold(run, indexed: GraphRou
     assert code == 0 and [d["title"] for d in json.loads(out)["documents"]] == ["Harbour"]
     code, _, err = run("delete", "--group", "old/odd", "--yes")
     assert code == 0, err
+
+
+READ_ONLY_COMMANDS = [
+    ("groups",), ("documents", "--group", "g"), ("stats", "--group", "g"), ("upgrade", "--group", "g"),
+    ("query", "When does the ferry leave?", "--group", "g", "--route", "bm25"), ("delete", "--group", "g", "--yes"),
+]
+
+
+@pytest.mark.parametrize("command", READ_ONLY_COMMANDS, ids=lambda c: c[0])
+def test_a_command_that_reads_never_creates_a_store(
+    command: tuple[str, ...], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("GRAPHROUTE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("COLUMNS", "300")
+    empty = tmp_path / "empty"
+    empty.mkdir()  # a folder that exists but holds no store (a wrong --store): left as it is
+    for store in (tmp_path / "typo", empty):
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as info:
+            main([*command, "--store", str(store)])
+        err = " ".join(capsys.readouterr().err.split())
+        assert info.value.code == 2, err
+        assert f"no store at {store}; index documents into it first" in err and "--store" in err
+    assert not (tmp_path / "typo").exists() and list(empty.iterdir()) == []
+
+
+def test_index_and_the_python_api_still_create_a_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    from graphroute.core.errors import StoreLocationError
+
+    monkeypatch.setenv("GRAPHROUTE_CACHE", str(tmp_path / "cache"))
+    doc = tmp_path / "ferry.md"
+    doc.write_text("# Ferry\n\nThe ferry leaves the north pier at noon.\n", encoding="utf-8")
+    profile = tmp_path / "lean.yaml"
+    profile.write_text("name: lean\nsteps: []\n", encoding="utf-8")
+    main(["index", str(doc), "--store", str(tmp_path / "new"), "--group", "g", "--profile", str(profile), "--json"])
+    assert json.loads(capsys.readouterr().out)["indexed"] == 1
+    main(["groups", "--store", str(tmp_path / "new"), "--json"])  # now there is one to read
+    assert [g["group"] for g in json.loads(capsys.readouterr().out)["groups"]] == ["g"]
+    GraphRoute(store=str(tmp_path / "api")).close()  # the Python API creates, as before
+    assert (tmp_path / "api" / "graph.sqlite").is_file()
+    with pytest.raises(StoreLocationError, match="no store at"):
+        GraphRoute(store=str(tmp_path / "api2"), create=False)
+    assert not (tmp_path / "api2").exists()

@@ -138,8 +138,8 @@ def query(
 ) -> None:
     """Answer a question through a route."""
     ov = overrides_from_cli(set_ or [], disable or [], enable or [])
-    gr = engine(store, group)
-    resolved = gr.route(route, ov)
+    resolved = load_route(route, get_registry(), overrides=ov)  # a bad route first: it needs no store
+    gr = engine(store, group, create=False)
     require_group(gr.store, gr.group)
     if not gr.store.counts(gr.group).get("nodes"):
         raise UserError(
@@ -253,7 +253,7 @@ def upgrade(
     """Bring a group written by an older graphroute up to what today's queries read (Neo4j:
     index its sentences' text, its entities' names and its sections' titles), without
     indexing anything; `graphroute index` does the same before every run."""
-    gr = engine(store, group)
+    gr = engine(store, group, create=False)
     require_group(gr.store, gr.group)
     done = gr.store.upgrade_group(gr.group)
     if as_json:
@@ -270,7 +270,7 @@ def stats(
     as_json: JsonOpt = False,
 ) -> None:
     """Node counts by label, edge counts by type, and what the index steps reported."""
-    gr = engine(store, group)
+    gr = engine(store, group, create=False)
     data = gr.stats()
     if as_json:
         print(json.dumps(data, indent=2))

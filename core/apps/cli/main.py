@@ -89,10 +89,13 @@ def _global_options(
         os.environ["NEO4J_PASSWORD"] = neo4j_password
 
 
-def engine(store: str | None, group: str | None) -> Any:
+def engine(store: str | None, group: str | None, *, create: bool = True) -> Any:
+    """The engine a command runs on. A command that only reads passes ``create=False``: a
+    store location holding no store is then an error (exit 2), so a mistyped ``--store``
+    creates nothing."""
     from graphroute.core.engine import GraphRoute
 
-    return GraphRoute(settings=settings_for(store, group))
+    return GraphRoute(settings=settings_for(store, group), create=create)
 
 
 # --------------------------------------------------------------------------- entry point

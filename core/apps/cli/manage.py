@@ -32,7 +32,7 @@ def register_commands(cli: typer.Typer) -> None:
 @commands.command()
 def groups(store: StoreOpt = None, as_json: JsonOpt = False) -> None:
     """List the store's groups with their document and sentence counts."""
-    rows = engine(store, None).groups()
+    rows = engine(store, None, create=False).groups()
     if as_json:
         print(json.dumps({"groups": rows}, indent=2))
         return
@@ -51,7 +51,7 @@ def groups(store: StoreOpt = None, as_json: JsonOpt = False) -> None:
 @commands.command()
 def documents(group: RequiredGroupOpt, store: StoreOpt = None, as_json: JsonOpt = False) -> None:
     """List a group's documents: id, title, path, content hash, when indexed, sentences."""
-    rows = engine(store, group).documents(group)
+    rows = engine(store, group, create=False).documents(group)
     if as_json:
         print(json.dumps({"group": group, "documents": rows}, indent=2, ensure_ascii=False))
         return
@@ -82,7 +82,7 @@ def delete(
     Asks for confirmation on a terminal; elsewhere (a script, a pipe) it refuses without
     --yes and exits 2.
     """
-    gr = engine(store, group)
+    gr = engine(store, group, create=False)
     if document is None:
         from graphroute.core.index.manage import require_group
 
