@@ -5,8 +5,6 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from dataclasses import dataclass
-from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
@@ -20,61 +18,33 @@ def fingerprint(data: Any) -> str:
     return hashlib.sha1(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-@dataclass(frozen=True)
-class IgnoreRule:
-    """One line of a ``.graphrouteignore``, read as git reads a ``.gitignore`` line.
+class IgnoreFile:
+    """The lines of one ``.graphrouteignore``, read as git reads a ``.gitignore`` (pathspec's
+    ``GitIgnoreSpec``: names at any depth, ``dir/`` for folders, a ``/`` anchoring a pattern to
+    the file's folder, ``**``, ``!`` taking a match back), for the paths below its folder."""
 
-    A pattern without a ``/`` (a trailing one aside) matches a file or folder name at any depth
-    below ``base``, the folder holding the ignore file; one with a ``/`` at the start or in the
-    middle matches the path relative to ``base``. ``*`` and ``?`` never match a ``/``, ``**``
-    matches any number of folders; a trailing ``/`` matches folders only (and so everything
-    in them); a leading ``!`` takes back what an earlier line ignored."""
+    def __init__(self, base: Path, lines: list[str]) -> None:
+        from pathspec import GitIgnoreSpec
 
-    base: Path
-    parts: tuple[str, ...]  # the pattern's names, split at "/"
-    anchored: bool
-    dir_only: bool
-    negate: bool
+        self.base = base
+        self.spec = GitIgnoreSpec.from_lines(lines)
 
-    @classmethod
-    def parse(cls, base: Path, line: str) -> IgnoreRule | None:
-        """The rule a line states; None for a blank line or a ``#`` comment."""
-        pattern = line.strip()
-        if pattern.startswith("#"):
+    def verdict(self, path: Path, is_dir: bool) -> bool | None:
+        """True (ignored), False (taken back by a ``!`` line) or None (no line matches)."""
+        if not path.is_relative_to(self.base):
             return None
-        negate = pattern.startswith("!")
-        pattern = pattern.removeprefix("!")
-        parts = tuple(x for x in pattern.split("/") if x)
-        if not parts:
-            return None
-        return cls(base, parts, "/" in pattern.rstrip("/"), pattern.endswith("/"), negate)
-
-    def matches(self, path: Path, is_dir: bool) -> bool:
-        if (self.dir_only and not is_dir) or not path.is_relative_to(self.base):
-            return False
-        rel = path.relative_to(self.base).parts
-        if not self.anchored:
-            return bool(rel) and fnmatchcase(rel[-1], self.parts[0])
-        return _match_parts(self.parts, rel)
+        rel = path.relative_to(self.base).as_posix() + ("/" if is_dir else "")
+        return self.spec.check_file(rel).include
 
 
-def _match_parts(pattern: tuple[str, ...], parts: tuple[str, ...]) -> bool:
-    """Whether a path's names match a pattern's, one by one; ``**`` matches any run of them."""
-    if not pattern:
-        return not parts
-    if pattern[0] == "**":
-        return any(_match_parts(pattern[1:], parts[i:]) for i in range(len(parts) + 1))
-    return bool(parts) and fnmatchcase(parts[0], pattern[0]) and _match_parts(pattern[1:], parts[1:])
-
-
-def ignored(path: Path, is_dir: bool, rules: list[IgnoreRule]) -> bool:
-    """Whether ``path`` is ignored: the last rule that matches it decides, so a ``!`` line
-    takes back an earlier one and a deeper ignore file's lines (which come later) win."""
-    verdict = False
-    for rule in rules:
-        if rule.matches(path, is_dir):
-            verdict = not rule.negate
-    return verdict
+def ignored(path: Path, is_dir: bool, files: list[IgnoreFile]) -> bool:
+    """Whether ``path`` is ignored: the deepest ignore file with a line about it decides (a
+    folder's own file over its parents'), as with nested ``.gitignore`` files."""
+    for ignore in reversed(files):
+        verdict = ignore.verdict(path, is_dir)
+        if verdict is not None:
+            return verdict
+    return False
 
 
 SYMLINK_LOOP = "symbolic link loop (following the link leads back to it); skipped"
@@ -116,7 +86,7 @@ def _walk(top: Path, failed: list[dict[str, str]]) -> list[Path]:
         failed.append({"path": str(exc.filename), "reason": cannot_read("folder", exc)})
 
     files: list[Path] = []
-    rules: list[IgnoreRule] = []
+    rules: list[IgnoreFile] = []
     for dirpath, dirnames, filenames in os.walk(top, onerror=unreadable):
         d = Path(dirpath)
         ig = d / IGNORE_FILE
@@ -127,7 +97,7 @@ def _walk(top: Path, failed: list[dict[str, str]]) -> list[Path]:
                 failed.append({"path": str(ig), "reason": f"{cannot_read('file', exc)}; its folder was not read"})
                 dirnames[:] = []
                 continue
-            rules.extend(r for r in (IgnoreRule.parse(d, ln) for ln in lines) if r is not None)
+            rules.append(IgnoreFile(d, lines))
         dirnames[:] = [n for n in sorted(dirnames) if not n.startswith(".") and not ignored(d / n, True, rules)]
         files.extend(
             d / n for n in sorted(filenames) if not n.startswith(".") and not ignored(d / n, False, rules)
@@ -141,7 +111,7 @@ def collect_files(
     """Files to index, folders walked recursively in sorted order.
 
     Hidden files and folders are skipped, and a folder may hold a ``.graphrouteignore`` of
-    ``.gitignore`` lines (:class:`IgnoreRule`) for what is not documents, e.g. the sample
+    ``.gitignore`` lines (:class:`IgnoreFile`) for what is not documents, e.g. the sample
     corpus's ``questions.txt``; a file named in ``paths`` is read whatever they say. A folder
     that cannot be read is reported in the failed list, as an unreadable file is (the loader
     reports that one). Links to folders are not followed; a link loop is reported in the
