@@ -244,6 +244,15 @@ class QueryTimeoutError(GraphRouteError):
     code = "timeout"
 
 
+class IndexCancelled(GraphRouteError):
+    """An index run stopped at its next step of progress because the process running it is
+    stopping (the HTTP server's shutdown); the next run of the same input finishes it."""
+
+    exit_code = 130
+    http_status = 503
+    code = "cancelled"
+
+
 def message_for(exc: BaseException) -> str:
     """The text shown to a user: a route error with its file, line, stage and fix."""
     return exc.render() if isinstance(exc, RouteConfigError) else str(exc)

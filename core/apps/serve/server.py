@@ -50,6 +50,7 @@ from graphroute.core.config.route import find_route, list_routes
 from graphroute.core.config.settings import DEFAULT_MAX_QUESTION_CHARS, Settings
 from graphroute.core.errors import (
     GraphRouteError,
+    IndexCancelled,
     QueryTimeoutError,
     RouteConfigError,
     StoreError,
@@ -463,10 +464,6 @@ class Job:
         )
 
 
-class JobCancelled(Exception):
-    """Raised in a running index job at its next progress report once the server stops."""
-
-
 class JobManager:
     """Index jobs, run one at a time by a single worker thread (writes to a group are
     serialised; queries keep being served meanwhile)."""
@@ -479,12 +476,12 @@ class JobManager:
         self.stopping = threading.Event()  # set by shutdown: a running job stops at its next step
 
     def check_stopping(self) -> None:
-        """JobCancelled once the server is stopping: a running job's progress reports call it,
+        """IndexCancelled once the server is stopping: a running job's progress reports call it,
         so Ctrl+C stops the server within a step of indexing instead of after the whole job.
         The index is left as an interrupted `graphroute index` leaves it: the next run of the
         same files finishes it."""
         if self.stopping.is_set():
-            raise JobCancelled("the server stopped during the job; index the same input again to finish it")
+            raise IndexCancelled("the server stopped during the job; index the same input again to finish it")
 
     def submit(self, group: str, work: Callable[[Job], dict[str, Any]], request_id: str) -> Job:
         job = Job(id=uuid.uuid4().hex, group=group, progress={"phase": "queued"})
