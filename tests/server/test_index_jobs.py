@@ -63,6 +63,7 @@ def test_a_job_that_indexed_nothing_failed_and_names_no_server_path(client: Test
     assert job["state"] == "failed" and job["progress"]["phase"] == "failed", job
     assert job["report"]["indexed"] == 0 and job["error"] and "nothing was indexed" in job["error"]
     assert [f["path"] for f in job["report"]["failed"]] == ["Blank"]  # the title, not the upload's file
+    assert uploaded(uploads) == []  # what could not be indexed is not kept on the server
 
     job = finished(client, {"group": "t", "paths": [str(root)]})
     assert job["state"] == "failed", job
@@ -74,6 +75,11 @@ def test_a_job_that_indexed_nothing_failed_and_names_no_server_path(client: Test
     job = finished(client, {"group": "t", "documents": [CANTEEN, {"title": "Blank", "text": "   "}]})
     assert job["state"] == "succeeded" and job["error"] is None, job
     assert job["report"]["indexed"] == 1 and [f["path"] for f in job["report"]["failed"]] == ["Blank"]
+    assert uploaded(uploads) == ["Canteen"]
+    # an update that cannot be read keeps the file its document was read from
+    job = finished(client, {"group": "t", "documents": [{"title": "Canteen", "text": "  "}]})
+    assert job["report"]["failed"] and uploaded(uploads) == ["Canteen"]
+    assert [d["title"] for d in client.get("/groups/t/documents").json()["documents"]] == ["Canteen"]
 
 
 def uploaded(uploads: Path) -> list[str]:

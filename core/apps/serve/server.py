@@ -51,6 +51,7 @@ from graphroute.core.config.settings import DEFAULT_MAX_QUESTION_CHARS, Settings
 from graphroute.core.errors import (
     GraphRouteError,
     IndexCancelled,
+    NotFoundError,
     QueryTimeoutError,
     RouteConfigError,
     StoreError,
@@ -835,6 +836,17 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
         """Delete the uploaded text of a deleted group (None) or of its deleted documents."""
         remove_uploads(group_uploads(group), sources)
 
+    def forget_failed_uploads(group: str, files: list[str]) -> None:
+        """Delete the uploads a job could not index, unless a document of the group was read
+        from that file before (an update that failed keeps the file its document names)."""
+        if not files:
+            return
+        try:
+            sources = {str(d["path"]).split("#", 1)[0] for d in gr.documents(group)}
+        except NotFoundError:  # nothing of the group was ever indexed
+            sources = set()
+        forget_uploads(group, [f for f in files if f not in sources])
+
     def route_file(name: str) -> Path:
         """The file of a route *name*; the CLI's "unknown route" error (with its did-you-mean
         hint) otherwise. Names only: a path would let a client read server files."""
@@ -991,6 +1003,7 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
                 # an allowed folder must not reach a file elsewhere
                 allowed = [*roots, upload_dir] if roots else None
                 report = _jsonable(gr.index(targets, group=group, profile=body.profile, roots=allowed))
+            forget_failed_uploads(group, [str(f.get("path")) for f in report.get("failed", []) if f.get("path") in titles])
             return public_report(report, titles, roots)
 
         job = jobs.submit(group, work, request_id(request) or "")
