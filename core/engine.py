@@ -147,21 +147,21 @@ class GraphRoute:
     # ------------------------------------------------------------------ index
     def index(
         self,
-        paths: Sequence[str | Path],
+        paths: str | Path | Sequence[str | Path],
         *,
         group: str | None = None,
         profile: str | None = None,
         remove_missing: bool = False,
-        roots: Sequence[str | Path] | None = None,
+        roots: str | Path | Sequence[str | Path] | None = None,
     ) -> Any:
         """Index files or folders into the group (see :class:`~graphroute.core.index.pipeline.Indexer`);
-        with ``roots``, only files whose real path is under one of them."""
+        with ``roots``, only files whose real path is under one of them. One path may be given
+        alone (``gr.index("docs/")``), not only in a list."""
         from graphroute.core.index.pipeline import Indexer
 
         indexer = Indexer(self.store, group or self.group, registry=self.registry, settings=self.settings, profile=profile)
         report = indexer.index_paths(
-            [Path(p) for p in paths], remove_missing=remove_missing,
-            roots=[Path(r) for r in roots] if roots is not None else None,
+            _paths(paths), remove_missing=remove_missing, roots=_paths(roots) if roots is not None else None,
         )
         with self._lock:
             self._services.pop(group or self.group, None)
@@ -209,3 +209,11 @@ class GraphRoute:
 
     def close(self) -> None:
         self.store.close()
+
+
+def _paths(given: str | Path | Sequence[str | Path]) -> list[Path]:
+    """``given`` as a list of paths: a single str or Path is one path (a string is a sequence
+    of characters, and iterating it would index "d", "o", "c", "s" and, for "docs/", "/")."""
+    if isinstance(given, str | Path):
+        return [Path(given)]
+    return [Path(p) for p in given]

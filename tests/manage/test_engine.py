@@ -92,3 +92,15 @@ def test_deleting_a_group(indexed: GraphRoute) -> None:
     assert len(indexed.documents("g")) == 3
     with pytest.raises(NotFoundError):
         indexed.delete("h")
+
+
+def test_one_path_given_alone_is_one_path(settings, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from .conftest import write_corpus
+
+    folder = write_corpus(tmp_path / "alone")
+    gr = GraphRoute(settings=settings, group="solo")
+    report = gr.index(f"{folder}/")  # a string, not a list: not its characters (the last one "/")
+    assert report.indexed == 3 and report.failed == []
+    assert sorted(d["title"] for d in gr.documents("solo")) == ["Harbour", "Lighthouse", "Orchard"]
+    assert gr.index(folder / "orchard.md", roots=folder).unchanged == 1  # a Path, and one root, alike
+    gr.close()
