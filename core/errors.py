@@ -244,6 +244,27 @@ class QueryTimeoutError(GraphRouteError):
     code = "timeout"
 
 
+class StageError(GraphRouteError):
+    """A stage raised something that is not a GraphRouteError (a bug, in a plugin or here):
+    the message names the stage, its registered name and the route, the cause is chained."""
+
+    code = "stage_failed"
+
+    def __init__(self, stage: str, use: str, cause: BaseException, route: str | None = None) -> None:
+        self.stage, self.use, self.cause, self.route = stage, use, cause, route
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        where = f" of route '{self.route}'" if self.route else ""
+        return f"stage '{self.stage}' (`{self.use}`){where} failed: {type(self.cause).__name__}: {self.cause}"
+
+    def in_route(self, route: str) -> StageError:
+        """The same error with the route named (the runner knows it, the stage does not)."""
+        self.route = route
+        self.args = (self.render(),)
+        return self
+
+
 class IndexCancelled(GraphRouteError):
     """An index run stopped at its next step of progress because the process running it is
     stopping (the HTTP server's shutdown); the next run of the same input finishes it."""

@@ -26,7 +26,7 @@ from graphroute.core.api.stage import QueryState, Slot, StageContext
 from graphroute.core.api.store import one_version_per_question
 from graphroute.core.config.resolve import ResolvedParallel, ResolvedRoute, ResolvedStage
 from graphroute.core.config.settings import DEFAULT_MAX_QUESTION_CHARS, MAX_QUESTION_ENV
-from graphroute.core.errors import QuestionError
+from graphroute.core.errors import GraphRouteError, QuestionError, StageError
 from graphroute.core.lib.deadline import check_deadline, deadline_in
 from graphroute.core.lib.fusion import rrf_merge
 from graphroute.core.lib.model_loads import watch_model_loads
@@ -70,7 +70,12 @@ async def _run_stage(rs: ResolvedStage, state: QueryState, services: Services) -
     ctx = StageContext(services=services, stage_id=rs.spec.key)
     stage = cls(rs.params)
     with watch_model_loads() as watch:
-        await stage.arun(state, ctx)
+        try:
+            await stage.arun(state, ctx)
+        except GraphRouteError:
+            raise
+        except Exception as exc:  # a bug: say which stage, keep the cause for GRAPHROUTE_DEBUG
+            raise StageError(rs.spec.key, cls.name, exc) from exc
     trace.duration_ms = watch.seconds * 1000.0
     trace.items_out = state.size(cout) if cout else 0
     trace.stats = ctx.stats
@@ -179,7 +184,10 @@ async def arun_route(
     :mod:`graphroute.core.lib.deadline`)."""
     check_question(question, question_limit(services))
     with deadline_in(timeout_s), one_version_per_question():
-        return await _arun_route(route, question, services, state)
+        try:
+            return await _arun_route(route, question, services, state)
+        except StageError as exc:
+            raise exc.in_route(route.name) from exc.cause
 
 
 async def _arun_route(

@@ -16,6 +16,7 @@ from graphroute.core.api.store import GraphStore
 from graphroute.core.config.overrides import overrides_from_cli
 from graphroute.core.config.resolve import load_route
 from graphroute.core.engine import open_store
+from graphroute.core.errors import StageError
 from graphroute.core.query import runner
 from graphroute.core.query.runner import merge_states, run_route
 from graphroute.core.query.services import Services
@@ -128,8 +129,11 @@ def test_run_route_keeps_a_loop_per_thread_and_a_failure_closes_it(
     run_route(route, "two", services)
     first, again = test_stages.LOOPS
     assert again is first and not first.is_closed()  # one loop for the thread's calls
-    with pytest.raises(RuntimeError, match="boom"):
+    with pytest.raises(StageError) as failed:
         run_route(route, "boom", services)
+    # the stage, its plugin name and the route are named; the cause is kept
+    assert str(failed.value) == "stage 't_loop' (`t_loop`) of route 'loops' failed: RuntimeError: boom"
+    assert isinstance(failed.value.__cause__, RuntimeError) and failed.value.exit_code == 1
     assert first.is_closed() and test_stages.PENDING[-1].cancelled()  # its pending task cancelled
     run_route(route, "three", services)
     assert test_stages.LOOPS[-1] is not first and not test_stages.LOOPS[-1].is_closed()
