@@ -468,13 +468,23 @@ class VerdictRule:
     gain, B is REVERTed when it costs more (tokens or p50 latency up by those same shares)
     and is the SAME quality otherwise. The reference's sequential experiment read this way:
     a stage that cut tokens 8-27% at flat F1 was kept, one that lost containment or added
-    tokens without recovering anything was reverted."""
+    tokens without recovering anything was reverted.
+
+    Latency is the one noisy figure (quality and tokens repeat exactly), so a p50 change
+    counts, as a gain or a cost, only when the run itself tells it apart from noise: the
+    per-question latencies of A and B, measured in pairs, must differ in the same direction
+    on more questions than a two-sided sign test puts down to chance at ``latency_alpha``
+    (:func:`~graphroute.core.apps.bench.metrics.sign_test`; at 30 questions, 21 of them).
+    The threshold thus comes from the run (how many questions, how consistently one side is
+    faster), not from a constant tuned to one machine; fewer than 6 questions can never show
+    it, and without per-question latencies latency does not count."""
 
     tolerance: float = 0.01
     f1_tolerance: float = 0.01
     min_f1_gain: float = 0.005
     min_token_cut: float = 0.05
     min_speed_gain: float = 0.10
+    latency_alpha: float = 0.05
 
     def describe(self) -> str:
         return (
@@ -482,20 +492,43 @@ class VerdictRule:
             f"false_negative rises by <= {self.tolerance} and f1 drops by <= {self.f1_tolerance}, AND f1 rises "
             f"by >= {self.min_f1_gain} or recall@5, containment or negative_pass rise by > {self.tolerance} or "
             f"context tokens fall by >= {self.min_token_cut:.0%} or p50 latency falls by >= {self.min_speed_gain:.0%}; "
-            f"without a gain REVERT when tokens or p50 latency rise by those shares, else SAME (same quality)"
+            f"without a gain REVERT when tokens or p50 latency rise by those shares, else SAME (same quality); "
+            f"a latency change counts only when B is faster (slower) on more questions than a paired sign test "
+            f"puts down to chance at p <= {self.latency_alpha}"
         )
 
-    def decide(self, a: dict[str, Any], b: dict[str, Any]) -> tuple[str, list[str]]:
-        """("KEEP" | "REVERT" | "SAME", reasons)."""
+    def latency_change(
+        self, a: dict[str, Any], b: dict[str, Any], latencies: tuple[Sequence[float], Sequence[float]] | None
+    ) -> tuple[float | None, str | None]:
+        """(relative p50 change of B, why it does not count): the change when it reaches
+        ``min_speed_gain`` and the paired per-question ``latencies`` (A's, B's) tell it
+        apart from noise; else (None, the reason, or None when p50 barely moved)."""
+        va, vb = a.get("latency_ms_p50"), b.get("latency_ms_p50")
+        if not va or vb is None:
+            return None, None
+        r = (float(vb) - float(va)) / float(va)
+        if abs(r) < self.min_speed_gain:
+            return None, None
+        if not latencies:
+            return None, f"p50 latency {r:+.1%} not counted: no per-question latencies to tell it from noise"
+        faster, slower, p = M.sign_test(*latencies)
+        if p > self.latency_alpha:
+            return None, (f"p50 latency {r:+.1%} is within noise: B faster on {faster}, slower on {slower} of "
+                          f"{len(latencies[0])} questions, sign test p={p:.2f} > {self.latency_alpha}")
+        if (faster > slower) != (r < 0):  # p50 and most questions disagree: no clear direction
+            return None, f"p50 latency {r:+.1%} but B is faster on {faster} and slower on {slower} questions: not counted"
+        return r, None
+
+    def decide(
+        self, a: dict[str, Any], b: dict[str, Any],
+        latencies: tuple[Sequence[float], Sequence[float]] | None = None,
+    ) -> tuple[str, list[str]]:
+        """("KEEP" | "REVERT" | "SAME", reasons). ``latencies``: A's and B's per-question
+        latencies, in the same question order (see :meth:`latency_change`)."""
 
         def d(key: str) -> float:
             va, vb = a.get(key), b.get(key)
             return 0.0 if va is None or vb is None else float(vb) - float(va)
-
-        def rel(key: str) -> float | None:
-            """Relative change of a cost (tokens, latency); None when A has none."""
-            va, vb = a.get(key), b.get(key)
-            return None if not va or vb is None else (float(vb) - float(va)) / float(va)
 
         reasons: list[str] = []
         for key, limit in (("recall@5", self.tolerance), ("containment", self.tolerance),
@@ -513,18 +546,20 @@ class VerdictRule:
             if d(key) > self.tolerance:
                 gains.append(f"{key} {d(key):+.4f}")
         costs: list[str] = []
-        for key, name, share in (("context_tokens_mean", "tokens", self.min_token_cut),
-                                 ("latency_ms_p50", "p50 latency", self.min_speed_gain)):
-            r = rel(key)
+        ta, tb = a.get("context_tokens_mean"), b.get("context_tokens_mean")
+        tokens = None if not ta or tb is None else (float(tb) - float(ta)) / float(ta)
+        latency, noise = self.latency_change(a, b, latencies)
+        for name, r, share in (("tokens", tokens, self.min_token_cut), ("p50 latency", latency, self.min_speed_gain)):
             if r is not None and r <= -share:
                 gains.append(f"{name} {r:+.1%}")
             elif r is not None and r >= share:
                 costs.append(f"{name} {r:+.1%}")
+        notes = [noise] if noise else []
         if gains:
-            return "KEEP", gains + [f"(cost: {c})" for c in costs]
+            return "KEEP", gains + [f"(cost: {c})" for c in costs] + notes
         if costs:
-            return "REVERT", [f"no gain, {c}" for c in costs]
-        return "SAME", ["same quality: no metric moved beyond its threshold"]
+            return "REVERT", [f"no gain, {c}" for c in costs] + notes
+        return "SAME", ["same quality: no metric moved beyond its threshold", *notes]
 
 
 def _wlt(a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]], key: str, eps: float = 1e-9) -> dict[str, Any]:
@@ -556,6 +591,11 @@ def per_question_wlt(a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]]) -
     return {key: _wlt(a, b, key) for key in PER_QUESTION_KEYS}
 
 
+def paired_latencies(a: VariantRun, b: VariantRun) -> tuple[list[float], list[float]]:
+    """A's and B's per-question latencies, question for question (the verdict's noise test)."""
+    return [float(r["latency_ms"]) for r in a.per_question], [float(r["latency_ms"]) for r in b.per_question]
+
+
 def compare(a: VariantRun, b: VariantRun, rule: VerdictRule | None = None) -> dict[str, Any]:
     """Per-question wins/losses/ties (B vs A), metric deltas, verdict."""
     rule = rule or VerdictRule()
@@ -566,7 +606,7 @@ def compare(a: VariantRun, b: VariantRun, rule: VerdictRule | None = None) -> di
             deltas[key] = round(float(vb) - float(va), 4)
         else:
             deltas[key] = None
-    verdict, reasons = rule.decide(a.metrics, b.metrics)
+    verdict, reasons = rule.decide(a.metrics, b.metrics, paired_latencies(a, b))
     return {
         "a": {"label": a.variant.label, **a.variant.describe(), "metrics": a.metrics},
         "b": {"label": b.variant.label, **b.variant.describe(), "metrics": b.metrics},
