@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from graphroute.core.api.models import Label, QueryResult, content_hash
 from graphroute.core.apps.bench import metrics as M
@@ -31,12 +31,21 @@ from graphroute.core.config.route import ParallelSpec, load_route_file
 from graphroute.core.config.settings import Settings
 from graphroute.core.errors import RouteConfigError
 
+if TYPE_CHECKING:
+    from graphroute.core.config.resolve import ResolvedRoute
+
 BENCH_META = "bench_corpus"  # group meta: {hash, profile, passages, seconds}
 DEFAULT_BENCH_STORE = ".graphroute/bench"
 RECALL_KS = (2, 5, 10)
-# the untimed warm-up question: not one of the bench's, so an LLM route's reply cache holds
-# no measured question's answer before it is measured (its tokens and cost would read 0)
-WARMUP_QUESTION = "Which documents describe the main subject of this collection?"
+# the untimed warm-up questions, asked by every variant before the first timed one: none is
+# one of the bench's, so an LLM route's reply cache holds no measured question's answer
+# before it is measured (its tokens and cost would read 0); a few, not one, so the code
+# paths and store pages a variant touches are warm too, not only its models
+WARMUP_QUESTIONS = (
+    "Which documents describe the main subject of this collection?",
+    "Who is responsible for the most important decisions described here?",
+    "When did the main events mentioned in these documents take place?",
+)
 
 # metrics where larger is better (A/B deltas print an arrow by this)
 HIGHER_IS_BETTER = {
@@ -247,29 +256,48 @@ class BenchRunner:
         return variant.resolved
 
     def run_variant(self, variant: Variant, *, progress: bool = True) -> VariantRun:
+        return self.run_variants([variant], progress=progress)[0]
+
+    def run_variants(self, variants: Sequence[Variant], *, progress: bool = True) -> list[VariantRun]:
+        """Every question through every variant, one :class:`VariantRun` per variant.
+
+        All variants are warmed up (:data:`WARMUP_QUESTIONS`, untimed) before the first timed
+        question, then run question by question, the variant that goes first rotating (A B,
+        B A, A B, ...): whatever runs first pays for cold caches, models loading and a
+        machine that changes speed as the run goes on, so running all of A before all of B
+        made B look faster with nothing changed. Records and quality figures do not depend
+        on the order; only latency does."""
         from graphroute.core.lib.progress import track
         from graphroute.core.query.runner import run_route
 
         info = self.prepare()
-        resolved = self.resolve(variant)
+        resolved = [self.resolve(v) for v in variants]
         services = self.engine.services(self.group)
         questions = self.dataset.questions
-        if self.warmup and questions:  # load models outside the timed runs
-            run_route(resolved, WARMUP_QUESTION, services)
-        records: list[dict[str, Any]] = []
-        items = track(questions, f"{variant.label}", total=len(questions)) if progress else iter(questions)
+        if self.warmup and questions:  # load models and warm caches outside the timed runs
+            for route in resolved:
+                for warm in WARMUP_QUESTIONS:
+                    run_route(route, warm, services)
+        records: list[list[dict[str, Any]]] = [[] for _ in variants]
+        label = " vs ".join(v.label for v in variants)
+        items = track(questions, label, total=len(questions)) if progress else iter(questions)
         for n, q in enumerate(items, start=1):
-            services.clear_query_cache()  # each route pays for its own question embedding
-            result = run_route(resolved, q.question, services)
-            records.append(self.score(q, result))
-            if self.records_file is not None:
-                with self.records_file.open("a", encoding="utf-8") as fh:
-                    fh.write(json.dumps({"route": variant.label, **records[-1]}, ensure_ascii=False) + "\n")
-            if self.on_question is not None:
-                self.on_question(variant.label, n, len(questions))
-        agg = aggregate(records)
-        agg["index_seconds"] = round(info.seconds, 3)
-        return VariantRun(variant, agg, records)
+            first = (n - 1) % len(variants)
+            for j in (*range(first, len(variants)), *range(first)):
+                services.clear_query_cache()  # each route pays for its own question embedding
+                result = run_route(resolved[j], q.question, services)
+                records[j].append(self.score(q, result))
+                if self.records_file is not None:
+                    with self.records_file.open("a", encoding="utf-8") as fh:
+                        fh.write(json.dumps({"route": variants[j].label, **records[j][-1]}, ensure_ascii=False) + "\n")
+                if self.on_question is not None:
+                    self.on_question(variants[j].label, n, len(questions))
+        runs = []
+        for v, recs in zip(variants, records, strict=True):
+            agg = aggregate(recs)
+            agg["index_seconds"] = round(info.seconds, 3)
+            runs.append(VariantRun(v, agg, recs))
+        return runs
 
     def score(self, q: Any, result: QueryResult) -> dict[str, Any]:
         return score_record(q, result, self.passages(result))
@@ -618,6 +646,78 @@ def compare(a: VariantRun, b: VariantRun, rule: VerdictRule | None = None) -> di
     }
 
 
+SAME_CONFIGURATION = "B resolves to the same configuration as A: nothing to compare, so B is not run"
+
+
+def same_configuration(runner: BenchRunner, a: Variant, b: Variant) -> bool:
+    """True when ``b`` runs exactly what ``a`` runs (:meth:`ResolvedRoute.effective`)."""
+    return bool(runner.resolve(a).effective() == runner.resolve(b).effective())
+
+
+def run_ab(runner: BenchRunner, a: Variant, b: Variant, rule: VerdictRule | None = None, *,
+           progress: bool = True) -> dict[str, Any]:
+    """:func:`compare` of A and B, run side by side (:meth:`BenchRunner.run_variants`).
+
+    When B runs exactly what A runs (:meth:`ResolvedRoute.effective`: a route against
+    itself, an override of a disabled stage), only A is run and the verdict is SAME: a
+    second run could only measure noise."""
+    if same_configuration(runner, a, b):
+        run = runner.run_variant(a, progress=progress)
+        cmp = compare(run, VariantRun(b, run.metrics, run.per_question), rule)
+        cmp.update(verdict="SAME", reasons=[SAME_CONFIGURATION], same_configuration=True)
+        return cmp
+    run_a, run_b = runner.run_variants([a, b], progress=progress)
+    cmp = compare(run_a, run_b, rule)
+    cmp["same_configuration"] = False
+    return cmp
+
+
+def _flag_value(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def idle_overrides(before: ResolvedRoute, after: ResolvedRoute, only: Overrides) -> list[str]:
+    """What of ``only`` (B's own overrides, which turned ``before`` into ``after``) changes
+    nothing, one sentence each with the reason and, where there is one, the flag that would:
+    a parameter of a stage that stays disabled (or sits in a disabled parallel block), a
+    parameter set to the value it has, a stage switched to the state it is in."""
+    from graphroute.core.config.resolve import ResolvedParallel
+
+    name = after.name
+    stages = {s.spec.key: s for s in after.stages()}
+    was = {s.spec.key: s for s in before.stages()}
+    blocks = {e.spec.key: e for e in after.entries if isinstance(e, ResolvedParallel)}
+    was_on = {**{k: s.spec.enabled for k, s in was.items()},
+              **{e.spec.key: e.spec.enabled for e in before.entries if isinstance(e, ResolvedParallel)}}
+    block_of = {s.spec.key: e for e in blocks.values() for br in e.branches for s in br}
+    notes: list[str] = []
+
+    def off_block(sid: str) -> str | None:
+        block = block_of.get(sid)
+        return block.spec.key if block is not None and not block.spec.enabled else None
+
+    for (sid, param), value in only.params.items():
+        flag = f"--b-set {sid}.{param}={_flag_value(value)}"
+        stage = stages.get(sid)
+        if stage is None or sid not in was:
+            continue
+        if not stage.spec.enabled:
+            notes.append(f"{sid} is disabled in {name}: {flag} changes nothing; add --b-enable {sid}")
+        elif (block := off_block(sid)) is not None:
+            notes.append(f"{sid} is in the parallel block {block}, disabled in {name}: {flag} changes nothing; "
+                         f"add --b-enable {block}")
+        elif getattr(was[sid].params, param, None) == getattr(stage.params, param, None):
+            notes.append(f"{sid}.{param} is already {_flag_value(value)} in {name}: {flag} changes nothing")
+    for sid, on in only.enabled.items():
+        flag = f"--b-{'enable' if on else 'disable'} {sid}"
+        if was_on.get(sid) == on:
+            notes.append(f"{sid} is already {'enabled' if on else 'disabled'} in {name}: {flag} changes nothing")
+        elif on and (block := off_block(sid)) is not None:
+            notes.append(f"{sid} is in the parallel block {block}, disabled in {name}: {flag} changes nothing; "
+                         f"add --b-enable {block}")
+    return notes
+
+
 # --------------------------------------------------------------------------- ablation
 
 
@@ -656,6 +756,16 @@ def ablation_plan(
     return toggles, required
 
 
+def _idle_reason(resolved: ResolvedRoute, sid: str) -> str:
+    """Why switching ``sid`` on changed nothing in ``resolved``."""
+    from graphroute.core.config.resolve import ResolvedParallel
+
+    for e in resolved.entries:
+        if isinstance(e, ResolvedParallel) and not e.spec.enabled and any(s.spec.key == sid for b in e.branches for s in b):
+            return f"its parallel block {e.spec.key} is disabled"
+    return "the same stages run with the same parameters either way"
+
+
 def _with_toggles(base: Overrides | None, toggles: dict[str, bool]) -> Overrides:
     b = base or Overrides(origin="command line")
     return Overrides(dict(b.params), {**b.enabled, **toggles}, b.origin, b.strict)
@@ -673,29 +783,45 @@ def ablate(
     """The reference's sequential experiment: every toggleable stage (the denoisers, or the
     ``stages`` named) off, then each one enabled in route order, measured, KEEP, REVERT or
     SAME against the current kept state; only a KEEP stays on for the steps after it (a SAME
-    stage buys nothing measurable)."""
+    stage buys nothing measurable).
+
+    Each step runs the current state again beside the trial (:meth:`BenchRunner.run_variants`),
+    so both latencies come from the same stretch of the run: comparing with the current
+    state's earlier run read every step as faster while the machine warmed up. A step whose
+    trial runs exactly what the current state runs (the stage sits in a disabled parallel
+    block, say) is not run: it is SAME, with the reason."""
     rule = rule or VerdictRule()
     toggles, required = ablation_plan(runner, route, base, stages)
     candidates = [s for s in toggles if s not in required]
     state: dict[str, bool] = dict.fromkeys(candidates, False)
-    current = runner.run_variant(Variant("baseline (all off)", route, _with_toggles(base, state)), progress=progress)
+    current = Variant("baseline (all off)", route, _with_toggles(base, state))
+    current_run: VariantRun | None = None  # the current state's latest run
     steps: list[dict[str, Any]] = [{
-        "step": 0, "stage": None, "label": current.variant.label, "metrics": current.metrics,
+        "step": 0, "stage": None, "label": current.label, "metrics": {},
         "verdict": "BASELINE", "reasons": [], "enabled": sorted(k for k, v in state.items() if v),
     }]
     for i, sid in enumerate(candidates, start=1):
         trial_state = {**state, sid: True}
-        trial = runner.run_variant(Variant(f"+{sid}", route, _with_toggles(base, trial_state)), progress=progress)
-        verdict, reasons = rule.decide(current.metrics, trial.metrics)
-        steps.append({
-            "step": i, "stage": sid, "label": trial.variant.label, "metrics": trial.metrics,
-            "verdict": verdict, "reasons": reasons,
-            "enabled": sorted(k for k, v in trial_state.items() if v),
-            "per_question": per_question_wlt(current.per_question, trial.per_question),
-        })
+        trial = Variant(f"+{sid}", route, _with_toggles(base, trial_state))
+        step: dict[str, Any] = {"step": i, "stage": sid, "label": trial.label,
+                                "enabled": sorted(k for k, v in trial_state.items() if v)}
+        if same_configuration(runner, current, trial):
+            current_run = current_run or runner.run_variant(current, progress=progress)
+            steps[0]["metrics"] = steps[0]["metrics"] or current_run.metrics
+            steps.append({**step, "metrics": current_run.metrics, "verdict": "SAME", "ran": False,
+                          "reasons": [f"unchanged: switching {sid} on leaves what the route runs as it was "
+                                      f"({_idle_reason(runner.resolve(trial), sid)}); not run"]})
+            continue
+        current_run, trial_run = runner.run_variants([current, trial], progress=progress)
+        steps[0]["metrics"] = steps[0]["metrics"] or current_run.metrics  # the baseline's first run
+        verdict, reasons = rule.decide(current_run.metrics, trial_run.metrics, paired_latencies(current_run, trial_run))
+        steps.append({**step, "metrics": trial_run.metrics, "verdict": verdict, "reasons": reasons, "ran": True,
+                      "per_question": per_question_wlt(current_run.per_question, trial_run.per_question)})
         if verdict == "KEEP":
-            state = trial_state
-            current = trial
+            state, current, current_run = trial_state, trial, trial_run
+    if current_run is None:  # nothing to toggle: the baseline alone
+        current_run = runner.run_variant(current, progress=progress)
+        steps[0]["metrics"] = current_run.metrics
     kept = [s for s in candidates if state[s]]
     same = [st["stage"] for st in steps[1:] if st["verdict"] == "SAME"]
     reverted = [s for s in candidates if not state[s] and s not in same]
@@ -709,5 +835,5 @@ def ablate(
         "reverted": reverted,
         "same": same,
         "final_overrides": [f"--disable {s}" for s in [*reverted, *same]] + [f"--enable {s}" for s in kept],
-        "final_metrics": current.metrics,
+        "final_metrics": current_run.metrics,
     }
