@@ -61,6 +61,27 @@ class ResolvedRoute:
             else:
                 yield e
 
+    def effective(self) -> list[Any]:
+        """What running the route does, as plain data: its enabled entries in order, a stage
+        as (id, plugin, validated parameters with defaults filled in), a parallel block as
+        (id, merge, rrf_k, branches). Disabled stages and blocks run nothing, so they and
+        their parameters are left out: two routes with equal ``effective()`` answer every
+        question alike, whatever their names or the parameters of their idle stages."""
+
+        def stage(s: ResolvedStage) -> list[Any]:
+            return [s.spec.key, s.cls.name, s.params.model_dump(mode="json")]
+
+        out: list[Any] = []
+        for e in self.entries:
+            if not e.spec.enabled:
+                continue
+            if isinstance(e, ResolvedParallel):
+                branches = [[stage(s) for s in b if s.spec.enabled] for b in e.branches]
+                out.append([e.spec.key, e.spec.merge, e.spec.rrf_k, branches])
+            else:
+                out.append(stage(e))
+        return out
+
     def toggleable(self) -> list[str]:
         """Ids of stages that can be switched off without breaking the route (ablation)."""
         return [s.spec.key for s in self.stages() if s.cls.kind == StageKind.DENOISER]

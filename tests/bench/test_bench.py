@@ -6,12 +6,14 @@ from pathlib import Path
 
 import pytest
 from graphroute.core.apps.bench.bench import (
+    SAME_CONFIGURATION,
     BenchRunner,
     Variant,
     VerdictRule,
     aggregate,
     bench_json,
     compare,
+    run_ab,
 )
 from graphroute.core.apps.bench.datasets import Dataset
 from graphroute.core.apps.bench.metrics import recall_at_k
@@ -179,3 +181,37 @@ def test_a_variant_runs_the_route_it_resolved_first(runner: BenchRunner, tmp_pat
 
     assert ranked(v) == ranked(Variant("bm25", "bm25"))
     assert ranked(Variant("mine", str(path), ov)) == ranked(Variant("dense", "dense")) != ranked(v)
+
+
+def test_variants_take_turns_question_by_question(bench_files: dict[str, Path], dataset: Dataset) -> None:
+    """Whatever runs first pays for cold caches: A and B alternate which goes first on each
+    question, after every variant's warm-up, and the records are those of a run alone."""
+    order: list[str] = []
+    r = make_runner(bench_files, dataset)
+    r.on_question = lambda label, n, total: order.append(label)
+    try:
+        a, b = r.run_variants([Variant("A", "bm25"), Variant("B", "dense")], progress=False)
+        assert order == ["A", "B", "B", "A", "A", "B", "B", "A"]
+        alone = r.run_variant(Variant("B", "dense"), progress=False)
+    finally:
+        r.close()
+
+    def timeless(recs: list[dict[str, object]]) -> list[dict[str, object]]:
+        return [{k: v for k, v in rec.items() if k != "latency_ms"} for rec in recs]
+
+    assert timeless(b.per_question) == timeless(alone.per_question)
+    assert [rec["id"] for rec in a.per_question] == [q.id for q in dataset.questions]
+    assert {k: v for k, v in b.metrics.items() if not k.startswith("latency")} == \
+        {k: v for k, v in alone.metrics.items() if not k.startswith("latency")}
+
+
+def test_a_route_against_itself_is_same_without_a_second_run(runner: BenchRunner) -> None:
+    cmp = run_ab(runner, Variant("A:bm25", "bm25"), Variant("B:bm25", "bm25"), progress=False)
+    assert cmp["verdict"] == "SAME" and cmp["reasons"] == [SAME_CONFIGURATION]
+    assert cmp["same_configuration"] is True
+    assert cmp["b"]["metrics"] == cmp["a"]["metrics"]
+    # an override that only touches a stage's default value runs the same route too
+    same = run_ab(runner, Variant("A", "bm25"), Variant("B", "bm25", Overrides({("bm25", "top_k"): 10}, {})), progress=False)
+    assert same["same_configuration"] is True
+    other = run_ab(runner, Variant("A", "bm25"), Variant("B", "bm25", Overrides({("bm25", "top_k"): 1}, {})), progress=False)
+    assert other["same_configuration"] is False and other["verdict"] == "REVERT"

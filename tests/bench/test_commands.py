@@ -24,6 +24,23 @@ stages:
   - use: extractive
 """
 
+# a denoiser inside a parallel block that is switched off: toggling it changes nothing that runs
+IDLE_BLOCK_ROUTE = """\
+name: bench_idle_block_test
+stages:
+  - id: spare
+    enabled: false
+    parallel:
+      - - use: chunk_vector
+        - use: md5_dedup
+          id: spare_dedup
+  - use: bm25
+    with: {top_k: 6}
+  - use: keyword_overlap
+  - use: token_budget
+  - use: extractive
+"""
+
 
 @pytest.fixture(scope="module")
 def cli() -> CliRunner:
@@ -35,6 +52,7 @@ def env(bench_files: dict[str, Path], runner: object, monkeypatch: pytest.Monkey
     routes = tmp_path / "routes"
     routes.mkdir()
     (routes / "bench_ablation_test.yaml").write_text(ABLATION_ROUTE, encoding="utf-8")
+    (routes / "bench_idle_block_test.yaml").write_text(IDLE_BLOCK_ROUTE, encoding="utf-8")
     monkeypatch.setenv("GRAPHROUTE_ROUTES", str(routes))
     monkeypatch.setenv("GRAPHROUTE_CACHE", str(bench_files["cache"]))
     monkeypatch.setenv("GRAPHROUTE_PROGRESS", "0")
@@ -50,9 +68,10 @@ def test_bench_json_and_out_folder(cli: CliRunner, env: list[str], tmp_path: Pat
     assert set(data["routes"]) == {"bm25", "dense"}
     assert data["dataset"]["index_cached"] is True  # the session fixture indexed it already
     assert json.loads((out / "bench.json").read_text())["routes"] == data["routes"]
-    # every question's record was appended as it was scored: the same records, in order
-    lines = (out / "records.jsonl").read_text().splitlines()
-    assert [json.loads(line) for line in lines] == data["per_question"]
+    # every question's record was appended as it was scored (the routes take turns): the
+    # same records, each route's in question order
+    lines = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
+    assert sorted(lines, key=lambda r: r["route"] != "bm25") == data["per_question"]
     md = (out / "report.md").read_text()
     assert "| bm25 |" in md and "## Per question: dense" in md
     for png in ("recall.png", "latency.png"):
@@ -81,6 +100,54 @@ def test_ab_one_route_with_b_overrides(cli: CliRunner, env: list[str]) -> None:
     assert "verdict:" in text.stdout and "wins" in text.stdout
 
 
+def test_ab_of_a_route_against_itself_is_same(cli: CliRunner, env: list[str]) -> None:
+    res = cli.invoke(cli_app(), ["ab", *env, "-r", "bm25", "-r", "bm25", "--json"])
+    assert res.exit_code == 0, res.output
+    cmp = json.loads(res.stdout)
+    assert cmp["verdict"] == "SAME" and cmp["same_configuration"] is True
+    assert any("same configuration as A" in n for n in cmp["notes"])
+    text = cli.invoke(cli_app(), ["ab", *env, "-r", "bm25", "-r", "bm25"])
+    assert "verdict: SAME (B resolves to the same configuration as A" in text.stdout
+
+
+def test_ab_names_the_b_override_that_changes_nothing(cli: CliRunner, env: list[str], tmp_path: Path) -> None:
+    # vector_fallback is `enabled: false` in the route: a parameter of it changes nothing
+    res = cli.invoke(cli_app(), ["ab", *env, "--route", "bench_ablation_test", "--b-set", "vector_fallback.k=7",
+                                 "--json", "--out", str(tmp_path / "ab")])
+    assert res.exit_code == 0, res.output
+    cmp = json.loads(res.stdout)
+    assert cmp["notes"][0] == ("vector_fallback is disabled in bench_ablation_test: --b-set vector_fallback.k=7 "
+                               "changes nothing; add --b-enable vector_fallback")
+    assert cmp["verdict"] == "SAME" and cmp["same_configuration"] is True
+    assert "> warning: vector_fallback is disabled" in (tmp_path / "ab" / "ab.md").read_text()
+    # a stage switched to the state it is in, a parameter set to the value it has
+    res = cli.invoke(cli_app(), ["ab", *env, "--route", "bench_ablation_test", "--b-enable", "md5_dedup",
+                                 "--b-set", "bm25.top_k=6", "--json"])
+    cmp = json.loads(res.stdout)
+    assert cmp["notes"][:2] == [
+        "bm25.top_k is already 6 in bench_ablation_test: --b-set bm25.top_k=6 changes nothing",
+        "md5_dedup is already enabled in bench_ablation_test: --b-enable md5_dedup changes nothing",
+    ]
+    assert cmp["verdict"] == "SAME" and cmp["same_configuration"] is True
+    # with --b-enable the override is a real change: no note, B runs
+    res = cli.invoke(cli_app(), ["ab", *env, "--route", "bench_ablation_test", "--b-set", "vector_fallback.k=7",
+                                 "--b-enable", "vector_fallback", "--json", "--limit", "2"])
+    cmp = json.loads(res.stdout)
+    assert cmp["notes"] == [] and cmp["same_configuration"] is False
+
+
+def test_ablate_does_not_run_a_step_that_changes_nothing(cli: CliRunner, env: list[str]) -> None:
+    res = cli.invoke(cli_app(), ["ablate", "--route", "bench_idle_block_test", *env, "--json"])
+    assert res.exit_code == 0, res.output
+    result = json.loads(res.stdout)
+    steps = {s["stage"]: s for s in result["steps"]}
+    idle = steps["spare_dedup"]  # its block is off, with or without it
+    assert idle["verdict"] == "SAME" and idle["ran"] is False, idle
+    assert "parallel block spare is disabled" in idle["reasons"][0]
+    assert steps["keyword_overlap"]["ran"] is True
+    assert "spare_dedup" in result["same"]
+
+
 def test_ablate_is_sequential_and_reverted_stages_stay_off(cli: CliRunner, env: list[str], tmp_path: Path) -> None:
     res = cli.invoke(cli_app(), ["ablate", "--route", "bench_ablation_test", *env, "--json", "--out", str(tmp_path / "abl")])
     assert res.exit_code == 0, res.output
@@ -95,6 +162,8 @@ def test_ablate_is_sequential_and_reverted_stages_stay_off(cli: CliRunner, env: 
         assert s["enabled"] == sorted([*kept, s["stage"]])  # earlier REVERTs are off
         if s["verdict"] == "KEEP":
             kept.append(s["stage"])
+        # four questions cannot tell a latency change from noise: no verdict rests on it
+        assert [r for r in s["reasons"] if "p50 latency" in r and "within noise" not in r] == [], s
     assert result["kept"] == kept
     assert (tmp_path / "abl" / "ablate.md").read_text().count("| ") > 5
 

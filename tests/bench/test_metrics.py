@@ -69,3 +69,14 @@ def test_negative_pass_counts_only_unanswerable_questions() -> None:
 def test_count_tokens_counts_words_and_punctuation() -> None:
     assert M.count_tokens("Hello, world!") == 4
     assert M.count_tokens("") == 0
+
+
+def test_sign_test_counts_pairs_and_drops_ties() -> None:
+    a = [10.0, 10.0, 10.0, 10.0]
+    assert M.sign_test(a, [9.0, 9.0, 11.0, 10.0]) == (2, 1, 1.0)
+    assert M.sign_test(a, a) == (0, 0, 1.0)
+    lower, higher, p = M.sign_test([1.0] * 6, [0.5] * 6)
+    assert (lower, higher) == (6, 0) and p == pytest.approx(2 / 64)
+    # 21 of 30 one way: sum(C(30, k), k >= 21) / 2**30, doubled
+    p21 = M.sign_test([1.0] * 30, [0.5] * 21 + [2.0] * 9)[2]
+    assert p21 == pytest.approx(0.04277, abs=1e-4)

@@ -1,6 +1,7 @@
 """The A/B and ablation verdict rule on hand-made result tables: every gain counts
-(f1, recall@5, containment, negative_pass, tokens, speed), every guard holds, and a change
-that moves nothing is "same quality"."""
+(f1, recall@5, containment, negative_pass, tokens, speed), every guard holds, a change
+that moves nothing is "same quality", and latency counts only when the per-question
+latencies tell it apart from noise (constructed samples: no timing in these tests)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,11 @@ BASE: dict[str, Any] = {
 
 def after(**changes: float) -> dict[str, Any]:
     return {**BASE, **changes}
+
+
+def shifted(b: dict[str, Any], n: int = 30) -> tuple[list[float], list[float]]:
+    """Per-question latencies where every question moves as B's p50 does (a real shift)."""
+    return [BASE["latency_ms_p50"]] * n, [b["latency_ms_p50"]] * n
 
 
 @pytest.mark.parametrize("b, verdict, reason", [
@@ -38,16 +44,56 @@ def after(**changes: float) -> dict[str, Any]:
     (after(f1=0.28, containment=0.70), "REVERT", "f1 dropped"),
 ])
 def test_verdict_sees_every_gain_and_every_loss(b: dict[str, Any], verdict: str, reason: str) -> None:
-    got, reasons = VerdictRule().decide(BASE, b)
+    got, reasons = VerdictRule().decide(BASE, b, shifted(b))
     assert got == verdict, reasons
     assert any(reason in r for r in reasons), reasons
 
 
 def test_speed_threshold_is_a_parameter() -> None:
     b = after(latency_ms_p50=85.0)  # 15% faster
-    assert VerdictRule().decide(BASE, b)[0] == "KEEP"
-    assert VerdictRule(min_speed_gain=0.15).decide(BASE, b)[0] == "KEEP"
-    assert VerdictRule(min_speed_gain=0.2).decide(BASE, b)[0] == "SAME"
+    assert VerdictRule().decide(BASE, b, shifted(b))[0] == "KEEP"
+    assert VerdictRule(min_speed_gain=0.15).decide(BASE, b, shifted(b))[0] == "KEEP"
+    assert VerdictRule(min_speed_gain=0.2).decide(BASE, b, shifted(b))[0] == "SAME"
+
+
+def mixed(faster: int, slower: int) -> tuple[list[float], list[float]]:
+    """A at 100 ms on every question; B at 60 ms on ``faster`` of them and 110 ms on ``slower``."""
+    return [100.0] * (faster + slower), [60.0] * faster + [110.0] * slower
+
+
+@pytest.mark.parametrize("change", [{}, {"context_tokens_mean": 1010.0}, {"containment": 0.545}])
+@pytest.mark.parametrize("p50", [60.0, 140.0])
+def test_latency_within_noise_does_not_flip_equal_quality(change: dict[str, float], p50: float) -> None:
+    # p50 40% off, but B is faster on 15 questions and slower on 15: a coin could do that
+    got, reasons = VerdictRule().decide(BASE, after(latency_ms_p50=p50, **change), mixed(15, 15))
+    assert got == "SAME", reasons
+    assert "within noise" in reasons[-1], reasons
+    assert "B faster on 15, slower on 15 of 30 questions" in reasons[-1]
+
+
+def test_latency_counts_once_the_questions_agree() -> None:
+    b = after(latency_ms_p50=60.0)
+    # two-sided sign test at 30 pairs: 21 one way is p = 0.043, 20 is p = 0.099
+    assert VerdictRule().decide(BASE, b, mixed(21, 9))[0] == "KEEP"
+    assert VerdictRule().decide(BASE, b, mixed(20, 10))[0] == "SAME"
+    assert VerdictRule(latency_alpha=0.1).decide(BASE, b, mixed(20, 10))[0] == "KEEP"
+    slow = after(latency_ms_p50=140.0)
+    assert VerdictRule().decide(BASE, slow, mixed(9, 21))[0] == "REVERT"
+
+
+def test_latency_cannot_decide_what_the_run_cannot_tell_apart() -> None:
+    b = after(latency_ms_p50=60.0)
+    # five questions all faster: p = 2 / 32 > 0.05, too few to tell a shift from chance
+    assert VerdictRule().decide(BASE, b, shifted(b, n=5))[0] == "SAME"
+    assert VerdictRule().decide(BASE, b, shifted(b, n=6))[0] == "KEEP"
+    got, reasons = VerdictRule().decide(BASE, b)  # no per-question latencies at all
+    assert got == "SAME" and "not counted" in reasons[-1], reasons
+
+
+def test_a_quality_gain_still_wins_when_latency_is_noise() -> None:
+    got, reasons = VerdictRule().decide(BASE, after(containment=0.68, latency_ms_p50=150.0), mixed(15, 15))
+    assert got == "KEEP" and reasons[0] == "containment +0.1400", reasons
+    assert not any(r.startswith("(cost: p50") for r in reasons), reasons
 
 
 def test_missing_metrics_count_as_unchanged() -> None:

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from graphroute.core.api.models import Label, QueryResult, content_hash
 from graphroute.core.apps.bench import metrics as M
@@ -31,12 +31,21 @@ from graphroute.core.config.route import ParallelSpec, load_route_file
 from graphroute.core.config.settings import Settings
 from graphroute.core.errors import RouteConfigError
 
+if TYPE_CHECKING:
+    from graphroute.core.config.resolve import ResolvedRoute
+
 BENCH_META = "bench_corpus"  # group meta: {hash, profile, passages, seconds}
 DEFAULT_BENCH_STORE = ".graphroute/bench"
 RECALL_KS = (2, 5, 10)
-# the untimed warm-up question: not one of the bench's, so an LLM route's reply cache holds
-# no measured question's answer before it is measured (its tokens and cost would read 0)
-WARMUP_QUESTION = "Which documents describe the main subject of this collection?"
+# the untimed warm-up questions, asked by every variant before the first timed one: none is
+# one of the bench's, so an LLM route's reply cache holds no measured question's answer
+# before it is measured (its tokens and cost would read 0); a few, not one, so the code
+# paths and store pages a variant touches are warm too, not only its models
+WARMUP_QUESTIONS = (
+    "Which documents describe the main subject of this collection?",
+    "Who is responsible for the most important decisions described here?",
+    "When did the main events mentioned in these documents take place?",
+)
 
 # metrics where larger is better (A/B deltas print an arrow by this)
 HIGHER_IS_BETTER = {
@@ -247,29 +256,48 @@ class BenchRunner:
         return variant.resolved
 
     def run_variant(self, variant: Variant, *, progress: bool = True) -> VariantRun:
+        return self.run_variants([variant], progress=progress)[0]
+
+    def run_variants(self, variants: Sequence[Variant], *, progress: bool = True) -> list[VariantRun]:
+        """Every question through every variant, one :class:`VariantRun` per variant.
+
+        All variants are warmed up (:data:`WARMUP_QUESTIONS`, untimed) before the first timed
+        question, then run question by question, the variant that goes first rotating (A B,
+        B A, A B, ...): whatever runs first pays for cold caches, models loading and a
+        machine that changes speed as the run goes on, so running all of A before all of B
+        made B look faster with nothing changed. Records and quality figures do not depend
+        on the order; only latency does."""
         from graphroute.core.lib.progress import track
         from graphroute.core.query.runner import run_route
 
         info = self.prepare()
-        resolved = self.resolve(variant)
+        resolved = [self.resolve(v) for v in variants]
         services = self.engine.services(self.group)
         questions = self.dataset.questions
-        if self.warmup and questions:  # load models outside the timed runs
-            run_route(resolved, WARMUP_QUESTION, services)
-        records: list[dict[str, Any]] = []
-        items = track(questions, f"{variant.label}", total=len(questions)) if progress else iter(questions)
+        if self.warmup and questions:  # load models and warm caches outside the timed runs
+            for route in resolved:
+                for warm in WARMUP_QUESTIONS:
+                    run_route(route, warm, services)
+        records: list[list[dict[str, Any]]] = [[] for _ in variants]
+        label = " vs ".join(v.label for v in variants)
+        items = track(questions, label, total=len(questions)) if progress else iter(questions)
         for n, q in enumerate(items, start=1):
-            services.clear_query_cache()  # each route pays for its own question embedding
-            result = run_route(resolved, q.question, services)
-            records.append(self.score(q, result))
-            if self.records_file is not None:
-                with self.records_file.open("a", encoding="utf-8") as fh:
-                    fh.write(json.dumps({"route": variant.label, **records[-1]}, ensure_ascii=False) + "\n")
-            if self.on_question is not None:
-                self.on_question(variant.label, n, len(questions))
-        agg = aggregate(records)
-        agg["index_seconds"] = round(info.seconds, 3)
-        return VariantRun(variant, agg, records)
+            first = (n - 1) % len(variants)
+            for j in (*range(first, len(variants)), *range(first)):
+                services.clear_query_cache()  # each route pays for its own question embedding
+                result = run_route(resolved[j], q.question, services)
+                records[j].append(self.score(q, result))
+                if self.records_file is not None:
+                    with self.records_file.open("a", encoding="utf-8") as fh:
+                        fh.write(json.dumps({"route": variants[j].label, **records[j][-1]}, ensure_ascii=False) + "\n")
+                if self.on_question is not None:
+                    self.on_question(variants[j].label, n, len(questions))
+        runs = []
+        for v, recs in zip(variants, records, strict=True):
+            agg = aggregate(recs)
+            agg["index_seconds"] = round(info.seconds, 3)
+            runs.append(VariantRun(v, agg, recs))
+        return runs
 
     def score(self, q: Any, result: QueryResult) -> dict[str, Any]:
         return score_record(q, result, self.passages(result))
@@ -468,13 +496,23 @@ class VerdictRule:
     gain, B is REVERTed when it costs more (tokens or p50 latency up by those same shares)
     and is the SAME quality otherwise. The reference's sequential experiment read this way:
     a stage that cut tokens 8-27% at flat F1 was kept, one that lost containment or added
-    tokens without recovering anything was reverted."""
+    tokens without recovering anything was reverted.
+
+    Latency is the one noisy figure (quality and tokens repeat exactly), so a p50 change
+    counts, as a gain or a cost, only when the run itself tells it apart from noise: the
+    per-question latencies of A and B, measured in pairs, must differ in the same direction
+    on more questions than a two-sided sign test puts down to chance at ``latency_alpha``
+    (:func:`~graphroute.core.apps.bench.metrics.sign_test`; at 30 questions, 21 of them).
+    The threshold thus comes from the run (how many questions, how consistently one side is
+    faster), not from a constant tuned to one machine; fewer than 6 questions can never show
+    it, and without per-question latencies latency does not count."""
 
     tolerance: float = 0.01
     f1_tolerance: float = 0.01
     min_f1_gain: float = 0.005
     min_token_cut: float = 0.05
     min_speed_gain: float = 0.10
+    latency_alpha: float = 0.05
 
     def describe(self) -> str:
         return (
@@ -482,20 +520,43 @@ class VerdictRule:
             f"false_negative rises by <= {self.tolerance} and f1 drops by <= {self.f1_tolerance}, AND f1 rises "
             f"by >= {self.min_f1_gain} or recall@5, containment or negative_pass rise by > {self.tolerance} or "
             f"context tokens fall by >= {self.min_token_cut:.0%} or p50 latency falls by >= {self.min_speed_gain:.0%}; "
-            f"without a gain REVERT when tokens or p50 latency rise by those shares, else SAME (same quality)"
+            f"without a gain REVERT when tokens or p50 latency rise by those shares, else SAME (same quality); "
+            f"a latency change counts only when B is faster (slower) on more questions than a paired sign test "
+            f"puts down to chance at p <= {self.latency_alpha}"
         )
 
-    def decide(self, a: dict[str, Any], b: dict[str, Any]) -> tuple[str, list[str]]:
-        """("KEEP" | "REVERT" | "SAME", reasons)."""
+    def latency_change(
+        self, a: dict[str, Any], b: dict[str, Any], latencies: tuple[Sequence[float], Sequence[float]] | None
+    ) -> tuple[float | None, str | None]:
+        """(relative p50 change of B, why it does not count): the change when it reaches
+        ``min_speed_gain`` and the paired per-question ``latencies`` (A's, B's) tell it
+        apart from noise; else (None, the reason, or None when p50 barely moved)."""
+        va, vb = a.get("latency_ms_p50"), b.get("latency_ms_p50")
+        if not va or vb is None:
+            return None, None
+        r = (float(vb) - float(va)) / float(va)
+        if abs(r) < self.min_speed_gain:
+            return None, None
+        if not latencies:
+            return None, f"p50 latency {r:+.1%} not counted: no per-question latencies to tell it from noise"
+        faster, slower, p = M.sign_test(*latencies)
+        if p > self.latency_alpha:
+            return None, (f"p50 latency {r:+.1%} is within noise: B faster on {faster}, slower on {slower} of "
+                          f"{len(latencies[0])} questions, sign test p={p:.2f} > {self.latency_alpha}")
+        if (faster > slower) != (r < 0):  # p50 and most questions disagree: no clear direction
+            return None, f"p50 latency {r:+.1%} but B is faster on {faster} and slower on {slower} questions: not counted"
+        return r, None
+
+    def decide(
+        self, a: dict[str, Any], b: dict[str, Any],
+        latencies: tuple[Sequence[float], Sequence[float]] | None = None,
+    ) -> tuple[str, list[str]]:
+        """("KEEP" | "REVERT" | "SAME", reasons). ``latencies``: A's and B's per-question
+        latencies, in the same question order (see :meth:`latency_change`)."""
 
         def d(key: str) -> float:
             va, vb = a.get(key), b.get(key)
             return 0.0 if va is None or vb is None else float(vb) - float(va)
-
-        def rel(key: str) -> float | None:
-            """Relative change of a cost (tokens, latency); None when A has none."""
-            va, vb = a.get(key), b.get(key)
-            return None if not va or vb is None else (float(vb) - float(va)) / float(va)
 
         reasons: list[str] = []
         for key, limit in (("recall@5", self.tolerance), ("containment", self.tolerance),
@@ -513,18 +574,20 @@ class VerdictRule:
             if d(key) > self.tolerance:
                 gains.append(f"{key} {d(key):+.4f}")
         costs: list[str] = []
-        for key, name, share in (("context_tokens_mean", "tokens", self.min_token_cut),
-                                 ("latency_ms_p50", "p50 latency", self.min_speed_gain)):
-            r = rel(key)
+        ta, tb = a.get("context_tokens_mean"), b.get("context_tokens_mean")
+        tokens = None if not ta or tb is None else (float(tb) - float(ta)) / float(ta)
+        latency, noise = self.latency_change(a, b, latencies)
+        for name, r, share in (("tokens", tokens, self.min_token_cut), ("p50 latency", latency, self.min_speed_gain)):
             if r is not None and r <= -share:
                 gains.append(f"{name} {r:+.1%}")
             elif r is not None and r >= share:
                 costs.append(f"{name} {r:+.1%}")
+        notes = [noise] if noise else []
         if gains:
-            return "KEEP", gains + [f"(cost: {c})" for c in costs]
+            return "KEEP", gains + [f"(cost: {c})" for c in costs] + notes
         if costs:
-            return "REVERT", [f"no gain, {c}" for c in costs]
-        return "SAME", ["same quality: no metric moved beyond its threshold"]
+            return "REVERT", [f"no gain, {c}" for c in costs] + notes
+        return "SAME", ["same quality: no metric moved beyond its threshold", *notes]
 
 
 def _wlt(a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]], key: str, eps: float = 1e-9) -> dict[str, Any]:
@@ -556,6 +619,11 @@ def per_question_wlt(a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]]) -
     return {key: _wlt(a, b, key) for key in PER_QUESTION_KEYS}
 
 
+def paired_latencies(a: VariantRun, b: VariantRun) -> tuple[list[float], list[float]]:
+    """A's and B's per-question latencies, question for question (the verdict's noise test)."""
+    return [float(r["latency_ms"]) for r in a.per_question], [float(r["latency_ms"]) for r in b.per_question]
+
+
 def compare(a: VariantRun, b: VariantRun, rule: VerdictRule | None = None) -> dict[str, Any]:
     """Per-question wins/losses/ties (B vs A), metric deltas, verdict."""
     rule = rule or VerdictRule()
@@ -566,7 +634,7 @@ def compare(a: VariantRun, b: VariantRun, rule: VerdictRule | None = None) -> di
             deltas[key] = round(float(vb) - float(va), 4)
         else:
             deltas[key] = None
-    verdict, reasons = rule.decide(a.metrics, b.metrics)
+    verdict, reasons = rule.decide(a.metrics, b.metrics, paired_latencies(a, b))
     return {
         "a": {"label": a.variant.label, **a.variant.describe(), "metrics": a.metrics},
         "b": {"label": b.variant.label, **b.variant.describe(), "metrics": b.metrics},
@@ -576,6 +644,78 @@ def compare(a: VariantRun, b: VariantRun, rule: VerdictRule | None = None) -> di
         "reasons": reasons,
         "rule": rule.describe(),
     }
+
+
+SAME_CONFIGURATION = "B resolves to the same configuration as A: nothing to compare, so B is not run"
+
+
+def same_configuration(runner: BenchRunner, a: Variant, b: Variant) -> bool:
+    """True when ``b`` runs exactly what ``a`` runs (:meth:`ResolvedRoute.effective`)."""
+    return bool(runner.resolve(a).effective() == runner.resolve(b).effective())
+
+
+def run_ab(runner: BenchRunner, a: Variant, b: Variant, rule: VerdictRule | None = None, *,
+           progress: bool = True) -> dict[str, Any]:
+    """:func:`compare` of A and B, run side by side (:meth:`BenchRunner.run_variants`).
+
+    When B runs exactly what A runs (:meth:`ResolvedRoute.effective`: a route against
+    itself, an override of a disabled stage), only A is run and the verdict is SAME: a
+    second run could only measure noise."""
+    if same_configuration(runner, a, b):
+        run = runner.run_variant(a, progress=progress)
+        cmp = compare(run, VariantRun(b, run.metrics, run.per_question), rule)
+        cmp.update(verdict="SAME", reasons=[SAME_CONFIGURATION], same_configuration=True)
+        return cmp
+    run_a, run_b = runner.run_variants([a, b], progress=progress)
+    cmp = compare(run_a, run_b, rule)
+    cmp["same_configuration"] = False
+    return cmp
+
+
+def _flag_value(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def idle_overrides(before: ResolvedRoute, after: ResolvedRoute, only: Overrides) -> list[str]:
+    """What of ``only`` (B's own overrides, which turned ``before`` into ``after``) changes
+    nothing, one sentence each with the reason and, where there is one, the flag that would:
+    a parameter of a stage that stays disabled (or sits in a disabled parallel block), a
+    parameter set to the value it has, a stage switched to the state it is in."""
+    from graphroute.core.config.resolve import ResolvedParallel
+
+    name = after.name
+    stages = {s.spec.key: s for s in after.stages()}
+    was = {s.spec.key: s for s in before.stages()}
+    blocks = {e.spec.key: e for e in after.entries if isinstance(e, ResolvedParallel)}
+    was_on = {**{k: s.spec.enabled for k, s in was.items()},
+              **{e.spec.key: e.spec.enabled for e in before.entries if isinstance(e, ResolvedParallel)}}
+    block_of = {s.spec.key: e for e in blocks.values() for br in e.branches for s in br}
+    notes: list[str] = []
+
+    def off_block(sid: str) -> str | None:
+        block = block_of.get(sid)
+        return block.spec.key if block is not None and not block.spec.enabled else None
+
+    for (sid, param), value in only.params.items():
+        flag = f"--b-set {sid}.{param}={_flag_value(value)}"
+        stage = stages.get(sid)
+        if stage is None or sid not in was:
+            continue
+        if not stage.spec.enabled:
+            notes.append(f"{sid} is disabled in {name}: {flag} changes nothing; add --b-enable {sid}")
+        elif (block := off_block(sid)) is not None:
+            notes.append(f"{sid} is in the parallel block {block}, disabled in {name}: {flag} changes nothing; "
+                         f"add --b-enable {block}")
+        elif getattr(was[sid].params, param, None) == getattr(stage.params, param, None):
+            notes.append(f"{sid}.{param} is already {_flag_value(value)} in {name}: {flag} changes nothing")
+    for sid, on in only.enabled.items():
+        flag = f"--b-{'enable' if on else 'disable'} {sid}"
+        if was_on.get(sid) == on:
+            notes.append(f"{sid} is already {'enabled' if on else 'disabled'} in {name}: {flag} changes nothing")
+        elif on and (block := off_block(sid)) is not None:
+            notes.append(f"{sid} is in the parallel block {block}, disabled in {name}: {flag} changes nothing; "
+                         f"add --b-enable {block}")
+    return notes
 
 
 # --------------------------------------------------------------------------- ablation
@@ -616,6 +756,16 @@ def ablation_plan(
     return toggles, required
 
 
+def _idle_reason(resolved: ResolvedRoute, sid: str) -> str:
+    """Why switching ``sid`` on changed nothing in ``resolved``."""
+    from graphroute.core.config.resolve import ResolvedParallel
+
+    for e in resolved.entries:
+        if isinstance(e, ResolvedParallel) and not e.spec.enabled and any(s.spec.key == sid for b in e.branches for s in b):
+            return f"its parallel block {e.spec.key} is disabled"
+    return "the same stages run with the same parameters either way"
+
+
 def _with_toggles(base: Overrides | None, toggles: dict[str, bool]) -> Overrides:
     b = base or Overrides(origin="command line")
     return Overrides(dict(b.params), {**b.enabled, **toggles}, b.origin, b.strict)
@@ -633,29 +783,45 @@ def ablate(
     """The reference's sequential experiment: every toggleable stage (the denoisers, or the
     ``stages`` named) off, then each one enabled in route order, measured, KEEP, REVERT or
     SAME against the current kept state; only a KEEP stays on for the steps after it (a SAME
-    stage buys nothing measurable)."""
+    stage buys nothing measurable).
+
+    Each step runs the current state again beside the trial (:meth:`BenchRunner.run_variants`),
+    so both latencies come from the same stretch of the run: comparing with the current
+    state's earlier run read every step as faster while the machine warmed up. A step whose
+    trial runs exactly what the current state runs (the stage sits in a disabled parallel
+    block, say) is not run: it is SAME, with the reason."""
     rule = rule or VerdictRule()
     toggles, required = ablation_plan(runner, route, base, stages)
     candidates = [s for s in toggles if s not in required]
     state: dict[str, bool] = dict.fromkeys(candidates, False)
-    current = runner.run_variant(Variant("baseline (all off)", route, _with_toggles(base, state)), progress=progress)
+    current = Variant("baseline (all off)", route, _with_toggles(base, state))
+    current_run: VariantRun | None = None  # the current state's latest run
     steps: list[dict[str, Any]] = [{
-        "step": 0, "stage": None, "label": current.variant.label, "metrics": current.metrics,
+        "step": 0, "stage": None, "label": current.label, "metrics": {},
         "verdict": "BASELINE", "reasons": [], "enabled": sorted(k for k, v in state.items() if v),
     }]
     for i, sid in enumerate(candidates, start=1):
         trial_state = {**state, sid: True}
-        trial = runner.run_variant(Variant(f"+{sid}", route, _with_toggles(base, trial_state)), progress=progress)
-        verdict, reasons = rule.decide(current.metrics, trial.metrics)
-        steps.append({
-            "step": i, "stage": sid, "label": trial.variant.label, "metrics": trial.metrics,
-            "verdict": verdict, "reasons": reasons,
-            "enabled": sorted(k for k, v in trial_state.items() if v),
-            "per_question": per_question_wlt(current.per_question, trial.per_question),
-        })
+        trial = Variant(f"+{sid}", route, _with_toggles(base, trial_state))
+        step: dict[str, Any] = {"step": i, "stage": sid, "label": trial.label,
+                                "enabled": sorted(k for k, v in trial_state.items() if v)}
+        if same_configuration(runner, current, trial):
+            current_run = current_run or runner.run_variant(current, progress=progress)
+            steps[0]["metrics"] = steps[0]["metrics"] or current_run.metrics
+            steps.append({**step, "metrics": current_run.metrics, "verdict": "SAME", "ran": False,
+                          "reasons": [f"unchanged: switching {sid} on leaves what the route runs as it was "
+                                      f"({_idle_reason(runner.resolve(trial), sid)}); not run"]})
+            continue
+        current_run, trial_run = runner.run_variants([current, trial], progress=progress)
+        steps[0]["metrics"] = steps[0]["metrics"] or current_run.metrics  # the baseline's first run
+        verdict, reasons = rule.decide(current_run.metrics, trial_run.metrics, paired_latencies(current_run, trial_run))
+        steps.append({**step, "metrics": trial_run.metrics, "verdict": verdict, "reasons": reasons, "ran": True,
+                      "per_question": per_question_wlt(current_run.per_question, trial_run.per_question)})
         if verdict == "KEEP":
-            state = trial_state
-            current = trial
+            state, current, current_run = trial_state, trial, trial_run
+    if current_run is None:  # nothing to toggle: the baseline alone
+        current_run = runner.run_variant(current, progress=progress)
+        steps[0]["metrics"] = current_run.metrics
     kept = [s for s in candidates if state[s]]
     same = [st["stage"] for st in steps[1:] if st["verdict"] == "SAME"]
     reverted = [s for s in candidates if not state[s] and s not in same]
@@ -669,5 +835,5 @@ def ablate(
         "reverted": reverted,
         "same": same,
         "final_overrides": [f"--disable {s}" for s in [*reverted, *same]] + [f"--enable {s}" for s in kept],
-        "final_metrics": current.metrics,
+        "final_metrics": current_run.metrics,
     }

@@ -127,7 +127,7 @@ def bench(
     try:
         for v in variants:  # fail on a bad route before spending time on the others
             runner.resolve(v)
-        runs = [runner.run_variant(v) for v in variants]
+        runs = runner.run_variants(variants)
         data = bench_json(runner, runs)
     finally:
         runner.close()
@@ -178,7 +178,15 @@ def ab(
     min_speed_gain: SpeedGainOpt = 0.10,
 ) -> None:
     """Compare two routes (or one route and its --b-* overrides): wins/losses, deltas, verdict."""
-    from graphroute.core.apps.bench.bench import Variant, VerdictRule, compare, overrides_for
+    from graphroute.core.apps.bench.bench import (
+        SAME_CONFIGURATION,
+        Variant,
+        VerdictRule,
+        idle_overrides,
+        overrides_for,
+        run_ab,
+        same_configuration,
+    )
     from graphroute.core.apps.bench.report import ab_markdown, write_doc
     from graphroute.core.errors import UserError
 
@@ -190,6 +198,7 @@ def ab(
         raise UserError("with one --route, say what B changes: --b-set, --b-disable or --b-enable")
     route_a, route_b = route[0], route[-1]
     a_ov, a_unknown = overrides_for(route_a, base)
+    b_base, _ = overrides_for(route_b, base)
     b_ov, b_unknown = overrides_for(route_b, base.merged(b_only))
     unknown = (a_unknown & b_unknown) | (b_unknown & set(b_only.enabled) | {k[0] for k in b_only.params} & b_unknown)
     if unknown:
@@ -205,9 +214,15 @@ def ab(
     dataset = _load(questions, corpus, limit, answerable_only)
     runner = _runner(dataset, store, profile, out_dir)
     try:
-        runner.resolve(va)
-        runner.resolve(vb)
-        cmp = compare(runner.run_variant(va), runner.run_variant(vb), rule)
+        # before the first question: what of B's own overrides changes nothing, and whether B
+        # as a whole runs exactly what A runs (then only A is run: the verdict is SAME)
+        notes = idle_overrides(runner.engine.route(route_b, b_base), runner.resolve(vb), b_only)
+        if same_configuration(runner, va, vb):
+            notes.append(f"{SAME_CONFIGURATION}; the verdict is SAME")
+        for note in notes:
+            err.print(f"[yellow]warning:[/] {escape(note)}", highlight=False)
+        cmp = run_ab(runner, va, vb, rule)
+        cmp["notes"] = notes
     finally:
         runner.close()
     if out_dir is not None:

@@ -151,3 +151,19 @@ def false_negative_rate(negatives: Sequence[bool], answerable: Sequence[bool]) -
     """Share of answerable questions the route wrongly answered "not found"."""
     picks = [neg for neg, ok in zip(negatives, answerable, strict=True) if ok]
     return sum(picks) / len(picks) if picks else None
+
+
+def sign_test(a: Sequence[float], b: Sequence[float]) -> tuple[int, int, float]:
+    """Paired sign test of ``b`` against ``a`` (per-question latencies of two variants):
+    (pairs where b is lower, pairs where b is higher, two-sided exact binomial p-value).
+
+    Under "no difference" each untied pair is as likely to fall either way, so the count of
+    lower ones is Binomial(n, 1/2). Distribution-free and blind to outliers (a GC pause on one
+    question weighs as much as any other question); ties carry no sign and are left out."""
+    lower = sum(1 for x, y in zip(a, b, strict=True) if y < x)
+    higher = sum(1 for x, y in zip(a, b, strict=True) if y > x)
+    n = lower + higher
+    if n == 0:
+        return 0, 0, 1.0
+    tail = sum(math.comb(n, i) for i in range(max(lower, higher), n + 1)) / 2.0**n
+    return lower, higher, min(1.0, 2.0 * tail)

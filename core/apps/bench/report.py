@@ -237,6 +237,7 @@ def ab_markdown(cmp: dict[str, Any]) -> str:
         f"- A `{a['label']}`: {json.dumps({k: v for k, v in a.items() if k not in ('label', 'metrics')})}",
         f"- B `{b['label']}`: {json.dumps({k: v for k, v in b.items() if k not in ('label', 'metrics')})}",
         "",
+        *(f"> warning: {note}\n" for note in cmp.get("notes", [])),
         f"**Verdict: {cmp['verdict']}** ({'; '.join(cmp['reasons']) or '-'})",
         "",
         f"Rule: {cmp['rule']}",
