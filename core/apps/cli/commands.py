@@ -55,27 +55,34 @@ def register_commands(cli: typer.Typer) -> None:
 
 @commands.command()
 def plugins(as_json: JsonOpt = False) -> None:
-    """Show installed plugins and the stages and components each contributes."""
-    reg = get_registry()
+    """Show installed plugins, the stages and components each contributes, and broken ones."""
+    reg = get_registry(keep_broken=True)  # the one command that lists a broken plugin instead of stopping
     rows = reg.plugins()
     if as_json:
-        print(json.dumps({"plugins": rows, "skipped": skipped_builtins()}, indent=2))
-        return
-    table = Table(title="graphroute plugins", show_lines=False)
-    table.add_column("plugin")
-    table.add_column("kind")
-    table.add_column("names")
-    for r in rows:
-        origin = "built-in" if r["builtin"] else (r["distribution"] or "third-party")
-        first = True
-        for kind, names in sorted(r["contributes"].items()):
-            table.add_row(f"{r['name']} ({origin})" if first else "", kind, ", ".join(names))
-            first = False
-        if first:
-            table.add_row(f"{r['name']} ({origin})", "-", "-")
-    out.print(table)
+        print(json.dumps({"plugins": rows, "skipped": skipped_builtins(), "disabled": reg.disabled}, indent=2))
+    else:
+        table = Table(title="graphroute plugins", show_lines=False)
+        table.add_column("plugin")
+        table.add_column("kind")
+        table.add_column("names")
+        for r in rows:
+            origin = "built-in" if r["builtin"] else (r["distribution"] or "third-party")
+            first = True
+            if r["error"]:  # its whole message follows the table, on stderr
+                table.add_row(escape(f"{r['name']} ({origin})"), "[bold red]broken[/]", escape(r["error"]))
+                continue
+            for kind, names in sorted(r["contributes"].items()):
+                table.add_row(f"{r['name']} ({origin})" if first else "", kind, ", ".join(names))
+                first = False
+            if first:
+                table.add_row(f"{r['name']} ({origin})", "-", "-")
+        out.print(table)
     for mod, why in skipped_builtins().items():
         err.print(f"[yellow]not loaded:[/] {escape(mod)}: {escape(str(why))}", highlight=False)
+    for name in reg.disabled:
+        err.print(f"[yellow]disabled:[/] {escape(name)} (GRAPHROUTE_DISABLE_PLUGINS)", highlight=False)
+    if reg.broken:
+        raise reg.broken_error()  # after the listing: exit 2 with each broken plugin and how to skip it
 
 
 # --------------------------------------------------------------------------- routes
