@@ -205,7 +205,8 @@ class Registry:
 
     def plugins(self) -> list[dict[str, Any]]:
         """Installed plugins, what each contributes and, for a broken one, its ``error`` and
-        ``fix`` (``graphroute plugins``)."""
+        ``fix`` (``graphroute plugins``). ``components`` holds each contribution's kind, name, first
+        docstring line and parameters (a JSON schema ``properties`` object)."""
         rows: dict[str, dict[str, Any]] = {}
 
         def row(name: str) -> dict[str, Any]:
@@ -215,6 +216,7 @@ class Registry:
                     "builtin": name.startswith(BUILTIN_PACKAGE),
                     "distribution": self.origin(name).distribution,
                     "contributes": {},
+                    "components": [],
                     "error": None,  # what failed, for a broken plugin
                     "fix": None,  # and how to go on without it
                 }
@@ -225,12 +227,17 @@ class Registry:
         for fam in self._families():
             for e in fam.entries.values():
                 key = e.cls.kind.value if fam is self.stages else fam.title  # type: ignore[attr-defined]
-                row(e.plugin)["contributes"].setdefault(key, []).append(e.name)
+                r = row(e.plugin)
+                r["contributes"].setdefault(key, []).append(e.name)
+                r["components"].append(
+                    {"kind": key, "name": e.name, "description": e.cls.describe(), "params": params_schema(e.cls)}  # type: ignore[attr-defined]
+                )
         for b in self.broken:
             row(b.name).update(error=b.error, fix=b.origin.fix)
         for r in rows.values():
             for v in r["contributes"].values():
                 v.sort()
+            r["components"].sort(key=lambda c: (c["kind"], c["name"]))
         return sorted(rows.values(), key=lambda r: (not r["builtin"], r["name"]))
 
     def _families(self) -> list[Family[Any]]:
@@ -244,6 +251,17 @@ class Registry:
             self.llm_clients,
             self.stores,
         ]
+
+
+def params_schema(cls: type) -> dict[str, Any]:
+    """The JSON schema ``properties`` of ``cls.Params``: each parameter's type, default,
+    constraints and description (empty when the model has no JSON schema)."""
+    try:
+        properties = cls.Params.model_json_schema().get("properties", {})  # type: ignore[attr-defined]
+    except Exception:  # a parameter type without a JSON schema (a callable, say)
+        return {}
+    # pydantic's "title" is the field name again, title-cased
+    return {name: {k: v for k, v in prop.items() if k != "title"} for name, prop in properties.items()}
 
 
 def build_registry(
