@@ -8,10 +8,22 @@ plugins; third-party packages announce theirs through the ``graphroute`` entry-p
     [project.entry-points.graphroute]
     my_plugin = "my_package.plugin"
 
-All ``register_*`` hooks take no arguments and return a **list of classes**; each class has
-a unique ``name`` within its family. Two plugins registering the same name is an error that
-names both plugins. The hooks are called once, when the registry is built (first use of
+All ``register_*`` hooks take no arguments and return a **list of classes** of their
+family: subclasses of ``Stage`` with the hook's ``kind`` for the four stage hooks, of
+``Loader``, ``Segmenter``, ``Embedder``, ``Extractor``, ``IndexStep``, ``LLMClient`` or
+``StoreBackend`` for the others. Each class has a unique ``name`` within its family. The
+hooks are called once, when the registry is built (first use of
 :func:`graphroute.core.registry.get_registry`).
+
+A plugin is **broken**, and contributes nothing, when it fails to import, when it implements
+a hook whose name matches none below (``register_denoiser``: a did-you-mean names the hook it
+resembles; mark a hook meant for another plugin's spec ``@hookimpl(optionalhook=True)``), or
+when a ``register_*`` hook raises or returns anything but such a list. Every command then
+stops with exit code 2 and a message naming the plugin, its entry point and distribution,
+what failed and how to go on; ``graphroute plugins`` lists the plugins that loaded and the
+broken one. ``GRAPHROUTE_DISABLE_PLUGINS=NAME[,NAME...]`` skips the plugins of those names
+(entry points and ``GRAPHROUTE_PLUGINS`` modules), ``GRAPHROUTE_DISABLE_ENTRY_POINTS=1``
+every installed one. Two plugins registering the same name is an error that names both.
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ pip-installed by `make install`), and the duplicate-name rule between plugins.""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import types
@@ -29,6 +30,29 @@ def test_plugins_json_lists_the_example_plugin() -> None:
     assert example["builtin"] is False
     assert example["distribution"].startswith("graphroute-example-plugin ")
     assert example["contributes"] == {"denoiser": ["min_length"]}
+
+
+def test_plugins_shows_descriptions_and_json_the_parameters() -> None:
+    # what plugin-authors.md (a stage docstring's first line) and models.md (the openai
+    # client's parameters) say `graphroute plugins` shows
+    r = cli("plugins", "--json")
+    assert r.returncode == 0, r.stderr
+    plugins = {p["name"]: p for p in json.loads(r.stdout)["plugins"]}
+    [min_length] = plugins["example"]["components"]
+    assert min_length["kind"] == "denoiser" and min_length["name"] == "min_length"
+    assert min_length["description"] == "Drop evidence whose text is shorter than `min_chars` characters."
+    assert min_length["params"]["min_chars"] == {
+        "default": 40, "minimum": 0, "type": "integer", "description": "evidence shorter than this is dropped",
+    }
+    [openai] = plugins["graphroute.plugins.llm.openai_chat"]["components"]
+    assert openai["kind"] == "LLM client" and {"model", "base_url", "api_key_env", "timeout"} <= set(openai["params"])
+
+    wide = subprocess.run(
+        [GRAPHROUTE, "plugins"], capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "200"}
+    )
+    assert wide.returncode == 0, wide.stderr
+    line = next(ln for ln in wide.stdout.splitlines() if "min_length" in ln)
+    assert "example" in line and "denoiser" in line and "Drop evidence whose text is shorter" in line
 
 
 def write_route(tmp_path: Path, min_chars: object) -> Path:

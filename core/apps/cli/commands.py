@@ -31,7 +31,8 @@ from graphroute.core.config.route import list_routes
 from graphroute.core.errors import UserError
 from graphroute.core.hookspecs import hookimpl
 from graphroute.core.index.manage import require_group
-from graphroute.core.registry import get_registry, skipped_builtins
+from graphroute.core.registry import BUILTIN_PACKAGE, get_registry, skipped_builtins
+from rich import box
 from rich.markup import escape
 from rich.table import Table
 
@@ -55,27 +56,64 @@ def register_commands(cli: typer.Typer) -> None:
 
 @commands.command()
 def plugins(as_json: JsonOpt = False) -> None:
-    """Show installed plugins and the stages and components each contributes."""
-    reg = get_registry()
+    """Show installed plugins, the stages and components each contributes, and broken ones."""
+    reg = get_registry(keep_broken=True)  # the one command that lists a broken plugin instead of stopping
     rows = reg.plugins()
     if as_json:
-        print(json.dumps({"plugins": rows, "skipped": skipped_builtins()}, indent=2))
-        return
-    table = Table(title="graphroute plugins", show_lines=False)
-    table.add_column("plugin")
-    table.add_column("kind")
-    table.add_column("names")
-    for r in rows:
-        origin = "built-in" if r["builtin"] else (r["distribution"] or "third-party")
-        first = True
-        for kind, names in sorted(r["contributes"].items()):
-            table.add_row(f"{r['name']} ({origin})" if first else "", kind, ", ".join(names))
-            first = False
-        if first:
-            table.add_row(f"{r['name']} ({origin})", "-", "-")
-    out.print(table)
+        print(json.dumps({"plugins": rows, "skipped": skipped_builtins(), "disabled": reg.disabled}, indent=2))
+    else:
+        # One line per component: its first docstring line is cut to what the terminal leaves
+        # it, and left out below 24 columns (whole descriptions and the parameters are in --json).
+        labels = {r["name"]: plugin_label(r) for r in rows}
+        comps = [c for r in rows for c in r["components"]]
+        widths = [
+            min(24, max(map(len, labels.values()), default=6)),
+            max((len(c["kind"]) for c in comps), default=4),
+            max((len(c["name"]) for c in comps), default=4),
+        ]
+        # 13: 2 spaces of padding in each of 4 columns and the 5 (blank) rules of the box
+        room = out.width - sum(widths) - 13
+        caption = f"built-in plugins are modules of {BUILTIN_PACKAGE}"
+        if room < 24:
+            caption += "; descriptions: a wider terminal or --json"
+
+        def cut(text: str) -> str:
+            return text if len(text) <= room else text[: room - 1] + "…"
+
+        table = Table(title="graphroute plugins", box=box.SIMPLE_HEAD, caption=caption)
+        table.add_column("plugin", overflow="fold", max_width=widths[0])
+        table.add_column("kind", no_wrap=True)
+        table.add_column("name", no_wrap=True)
+        if room >= 24:
+            table.add_column("description", no_wrap=True)
+
+        def add(*cells: str) -> None:
+            table.add_row(*cells[: len(table.columns)])
+
+        for r in rows:
+            label = escape(labels[r["name"]])
+            if r["error"]:  # its whole message follows the table, on stderr
+                add(label, "[bold red]broken[/]", "-", escape(cut(r["error"])))
+            for i, comp in enumerate(r["components"]):
+                add(label if i == 0 else "", comp["kind"], comp["name"], escape(cut(comp["description"])))
+            if not r["components"] and not r["error"]:
+                add(label, "-", "-", "")
+            table.add_section()
+        out.print(table)
     for mod, why in skipped_builtins().items():
         err.print(f"[yellow]not loaded:[/] {escape(mod)}: {escape(str(why))}", highlight=False)
+    for name in reg.disabled:
+        err.print(f"[yellow]disabled:[/] {escape(name)} (GRAPHROUTE_DISABLE_PLUGINS)", highlight=False)
+    if reg.broken:
+        raise reg.broken_error()  # after the listing: exit 2 with each broken plugin and how to skip it
+
+
+def plugin_label(row: dict[str, Any]) -> str:
+    """A plugin as the table names it: built-ins by their module under graphroute.plugins,
+    the others with their distribution."""
+    if row["builtin"]:
+        return str(row["name"]).removeprefix(f"{BUILTIN_PACKAGE}.")
+    return f"{row['name']} ({row['distribution'] or 'third-party'})"
 
 
 # --------------------------------------------------------------------------- routes

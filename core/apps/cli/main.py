@@ -131,10 +131,12 @@ def cli_app() -> typer.Typer:
         for name in reversed(DEFAULT_COMMANDS):  # pluggy calls the last registered first
             pm.register(importlib.import_module(name), name=name)
         if not env_flag("GRAPHROUTE_DISABLE_ENTRY_POINTS"):
-            try:
-                pm.load_setuptools_entrypoints(COMMANDS_ENTRY_POINTS)
-            except Exception as exc:  # a broken command plugin is reported by name, not a traceback
-                raise PluginError(f"failed to load a `{COMMANDS_ENTRY_POINTS}` entry-point plugin: {exc}") from exc
+            from graphroute.core.registry import disabled_plugins, load_entry_points
+
+            # a broken command plugin is reported by name, with how to skip it, not a traceback
+            broken = load_entry_points(pm, COMMANDS_ENTRY_POINTS, disabled_plugins(), {})
+            if broken:
+                raise PluginError("\n".join(b.message() for b in broken))
         pm.hook.register_commands(cli=app)
     return app
 
