@@ -96,3 +96,12 @@ def test_usage_errors_exit_2_with_the_usage_line(args: tuple[str, ...], needle: 
     assert r.returncode == 2, (r.returncode, r.stderr)
     assert needle in r.stderr
     assert "GRAPHROUTE_DEBUG" not in r.stderr  # not reported as an internal error
+
+
+def test_query_warns_of_an_override_that_changes_nothing(route_file: Path, tmp_path: Path) -> None:
+    route_file.write_text(route_file.read_text().replace("id: keep", "id: keep\n    enabled: false"), encoding="utf-8")
+    r = run_cli("query", "q", "--route", str(route_file), "--set", "keep.n=2", "--disable", "keep",
+                "--set", "fixed.n=4", "--store", str(tmp_path / "none"))
+    assert "keep is disabled in cli_route: --set keep.n=2 changes nothing; add --enable keep" in r.stderr
+    assert "keep is already disabled in cli_route: --disable keep changes nothing" in r.stderr
+    assert "fixed.n=4" not in r.stderr  # a change that does something is not warned about

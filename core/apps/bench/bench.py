@@ -672,52 +672,6 @@ def run_ab(runner: BenchRunner, a: Variant, b: Variant, rule: VerdictRule | None
     return cmp
 
 
-def _flag_value(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value)
-
-
-def idle_overrides(before: ResolvedRoute, after: ResolvedRoute, only: Overrides) -> list[str]:
-    """What of ``only`` (B's own overrides, which turned ``before`` into ``after``) changes
-    nothing, one sentence each with the reason and, where there is one, the flag that would:
-    a parameter of a stage that stays disabled (or sits in a disabled parallel block), a
-    parameter set to the value it has, a stage switched to the state it is in."""
-    from graphroute.core.config.resolve import ResolvedParallel
-
-    name = after.name
-    stages = {s.spec.key: s for s in after.stages()}
-    was = {s.spec.key: s for s in before.stages()}
-    blocks = {e.spec.key: e for e in after.entries if isinstance(e, ResolvedParallel)}
-    was_on = {**{k: s.spec.enabled for k, s in was.items()},
-              **{e.spec.key: e.spec.enabled for e in before.entries if isinstance(e, ResolvedParallel)}}
-    block_of = {s.spec.key: e for e in blocks.values() for br in e.branches for s in br}
-    notes: list[str] = []
-
-    def off_block(sid: str) -> str | None:
-        block = block_of.get(sid)
-        return block.spec.key if block is not None and not block.spec.enabled else None
-
-    for (sid, param), value in only.params.items():
-        flag = f"--b-set {sid}.{param}={_flag_value(value)}"
-        stage = stages.get(sid)
-        if stage is None or sid not in was:
-            continue
-        if not stage.spec.enabled:
-            notes.append(f"{sid} is disabled in {name}: {flag} changes nothing; add --b-enable {sid}")
-        elif (block := off_block(sid)) is not None:
-            notes.append(f"{sid} is in the parallel block {block}, disabled in {name}: {flag} changes nothing; "
-                         f"add --b-enable {block}")
-        elif getattr(was[sid].params, param, None) == getattr(stage.params, param, None):
-            notes.append(f"{sid}.{param} is already {_flag_value(value)} in {name}: {flag} changes nothing")
-    for sid, on in only.enabled.items():
-        flag = f"--b-{'enable' if on else 'disable'} {sid}"
-        if was_on.get(sid) == on:
-            notes.append(f"{sid} is already {'enabled' if on else 'disabled'} in {name}: {flag} changes nothing")
-        elif on and (block := off_block(sid)) is not None:
-            notes.append(f"{sid} is in the parallel block {block}, disabled in {name}: {flag} changes nothing; "
-                         f"add --b-enable {block}")
-    return notes
-
-
 # --------------------------------------------------------------------------- ablation
 
 

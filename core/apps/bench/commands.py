@@ -182,12 +182,12 @@ def ab(
         SAME_CONFIGURATION,
         Variant,
         VerdictRule,
-        idle_overrides,
         overrides_for,
         run_ab,
         same_configuration,
     )
     from graphroute.core.apps.bench.report import ab_markdown, write_doc
+    from graphroute.core.config.resolve import idle_overrides
     from graphroute.core.errors import UserError
 
     if len(route) not in (1, 2):
@@ -216,7 +216,7 @@ def ab(
     try:
         # before the first question: what of B's own overrides changes nothing, and whether B
         # as a whole runs exactly what A runs (then only A is run: the verdict is SAME)
-        notes = idle_overrides(runner.engine.route(route_b, b_base), runner.resolve(vb), b_only)
+        notes = idle_overrides(runner.engine.route(route_b, b_base), runner.resolve(vb), b_only, prefix="--b-")
         if same_configuration(runner, va, vb):
             notes.append(f"{SAME_CONFIGURATION}; the verdict is SAME")
         for note in notes:

@@ -26,7 +26,7 @@ from graphroute.core.apps.options import (
     StoreOpt,
 )
 from graphroute.core.config.overrides import overrides_from_cli
-from graphroute.core.config.resolve import load_route
+from graphroute.core.config.resolve import idle_overrides, load_route
 from graphroute.core.config.route import list_routes
 from graphroute.core.errors import UserError
 from graphroute.core.hookspecs import hookimpl
@@ -177,6 +177,9 @@ def query(
     """Answer a question through a route."""
     ov = overrides_from_cli(set_ or [], disable or [], enable or [])
     resolved = load_route(route, get_registry(), overrides=ov)  # a bad route first: it needs no store
+    if not ov.is_empty():  # e.g. --set on a stage the route has switched off
+        for note in idle_overrides(load_route(route, get_registry()), resolved, ov):
+            warn(note)
     gr = engine(store, group, create=False)
     require_group(gr.store, gr.group)
     if not gr.store.counts(gr.group).get("nodes"):

@@ -49,7 +49,7 @@ def fail(message: str, code: int = 1) -> NoReturn:
 
 def warn(message: str) -> None:
     """A warning on stderr: something the user should know about a command that went on."""
-    err.print(f"[yellow]warning:[/] {escape(message)}", highlight=False)
+    err.print(f"[yellow]warning:[/] {escape(message)}", highlight=False, soft_wrap=True)
 
 
 def settings_for(store: str | None, group: str | None) -> Settings:
