@@ -55,7 +55,7 @@ def test_jsonl_questions_with_title_refs_and_unanswerable(tmp_path: Path) -> Non
     assert by_id["a"].gold == [2]
     assert by_id["b"].gold == [0, 1]  # a title-only reference matches every passage of that title
     assert by_id["c"].answerable is False and by_id["c"].answers == []
-    assert ds.questions[3].id == "q3" and ds.unresolved_gold == 1
+    assert ds.questions[3].id == "q3" and ds.unresolved_gold == 1 and ds.unresolved_refs == ["'Pluto' (q3)"]
     assert ds.describe()["unanswerable"] == 1
     assert len(load_dataset(questions, corpus, limit=2).questions) == 2
 
@@ -77,6 +77,18 @@ def test_bad_corpus_files_say_why(tmp_path: Path, content: str, needle: str) -> 
     p.write_text(content, encoding="utf-8")
     with pytest.raises(DatasetError, match=needle):
         load_corpus(p)
+
+
+def test_a_gold_title_alone_is_one_reference_and_answerable_must_be_a_boolean(tmp_path: Path) -> None:
+    corpus = write(tmp_path / "corpus.json", CORPUS)
+    one = write(tmp_path / "one.jsonl", [{"id": "v", "question": "Second planet?", "answer": "Venus", "gold": "Venus"}], jsonl=True)
+    ds = load_dataset(one, corpus)
+    assert ds.questions[0].gold == [2] and ds.unresolved_gold == 0  # not its five letters
+    for bad, needle in (({"gold": 7}, "`gold` must be a list"), ({"answerable": "false"}, "`answerable` must be true or false")):
+        path = write(tmp_path / "bad.jsonl", [{"id": "b", "question": "Second planet?", "answer": "Venus", **bad}], jsonl=True)
+        with pytest.raises(DatasetError, match=needle) as exc:
+            load_dataset(path, corpus)
+        assert str(path) in str(exc.value) and "question 0" in str(exc.value)
 
 
 def test_question_without_text_is_an_error(tmp_path: Path) -> None:

@@ -68,7 +68,9 @@ def _runner(dataset: Any, store: str | None, profile: str | None, out_dir: Path 
     how = "cached, indexing skipped" if info.cached else f"indexed in {info.seconds:.1f} s"
     err.print(f"[dim]group {escape(info.group)} ({how}; {len(dataset.corpus)} passages)[/]", highlight=False)
     if dataset.unresolved_gold:
-        err.print(f"[yellow]warning:[/] {dataset.unresolved_gold} gold passage references match no corpus entry")
+        shown = ", ".join(dataset.unresolved_refs[:10]) + (", ..." if dataset.unresolved_gold > 10 else "")
+        err.print(f"[yellow]warning:[/] {dataset.unresolved_gold} gold passage references match no corpus entry: "
+                  f"{escape(shown)}", highlight=False, soft_wrap=True)
     return runner
 
 

@@ -50,6 +50,7 @@ class Dataset:
     corpus: list[Passage]
     corpus_hash: str
     unresolved_gold: int = 0  # gold references that matched no corpus entry
+    unresolved_refs: list[str] = field(default_factory=list)  # which: "title" (question id), in file order
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -155,31 +156,45 @@ def _answers(answer: Any, aliases: Any) -> list[str]:
     return out
 
 
-def _parse_hipporag(rec: dict[str, Any], i: int, index: _GoldIndex) -> tuple[Question, int]:
-    missing = 0
+def _flag(rec: dict[str, Any], i: int, default: bool) -> bool:
+    """The record's ``answerable``: true or false, not a string ("false" would read as true)."""
+    value = rec.get("answerable", default)
+    if not isinstance(value, bool):
+        raise DatasetError(f"question {i}: `answerable` must be true or false (got {value!r})")
+    return value
+
+
+def _parse_hipporag(rec: dict[str, Any], i: int, index: _GoldIndex) -> tuple[Question, list[str]]:
+    missing: list[str] = []
     gold: list[int] = []
     for para in rec.get("paragraphs") or []:
         if not para.get("is_supporting"):
             continue
-        hits = index.resolve(str(para.get("title") or ""), str(para.get("paragraph_text") or ""))
+        title = str(para.get("title") or "")
+        hits = index.resolve(title, str(para.get("paragraph_text") or ""))
         if not hits:
-            missing += 1
+            missing.append(title)
         gold.extend(h for h in hits if h not in gold)
     q = Question(
         id=str(rec.get("id") or f"q{i}"),
         question=str(rec["question"]),
         answers=_answers(rec.get("answer"), rec.get("answer_aliases")),
         gold=gold,
-        answerable=bool(rec.get("answerable", True)),
+        answerable=_flag(rec, i, True),
         metadata={"hops": len(rec.get("question_decomposition") or []) or None},
     )
     return q, missing
 
 
-def _parse_simple(rec: dict[str, Any], i: int, index: _GoldIndex) -> tuple[Question, int]:
-    missing = 0
+def _parse_simple(rec: dict[str, Any], i: int, index: _GoldIndex) -> tuple[Question, list[str]]:
+    missing: list[str] = []
     gold: list[int] = []
-    for ref in rec.get("gold") or []:
+    refs = rec.get("gold") or []
+    if isinstance(refs, str | dict):  # one reference without its list: not its characters or keys
+        refs = [refs]
+    if not isinstance(refs, list):
+        raise DatasetError(f"question {i}: `gold` must be a list of titles or {{title, text}} (got {refs!r})")
+    for ref in refs:
         if isinstance(ref, str):
             hits = index.resolve(ref, None)
         elif isinstance(ref, dict):
@@ -187,10 +202,10 @@ def _parse_simple(rec: dict[str, Any], i: int, index: _GoldIndex) -> tuple[Quest
         else:
             raise DatasetError(f"question {i}: a `gold` entry must be a title or {{title, text}}")
         if not hits:
-            missing += 1
+            missing.append(ref if isinstance(ref, str) else str(ref.get("title") or ""))
         gold.extend(h for h in hits if h not in gold)
     answers = _answers(rec.get("answer"), rec.get("aliases", rec.get("answer_aliases")))
-    answerable = bool(rec.get("answerable", bool(answers)))
+    answerable = _flag(rec, i, bool(answers))
     q = Question(
         id=str(rec.get("id") or f"q{i}"),
         question=str(rec["question"]),
@@ -209,13 +224,16 @@ def load_dataset(questions: str | Path, corpus: str | Path, *, limit: int | None
     qpath = Path(questions)
     records = _read_records(qpath)
     out: list[Question] = []
-    unresolved = 0
+    unresolved: list[str] = []
     for i, rec in enumerate(records):
         if not isinstance(rec, dict) or not isinstance(rec.get("question"), str) or not rec["question"].strip():
             raise DatasetError(f"{qpath}: question {i} needs a non-empty string `question`")
         parse = _parse_hipporag if "paragraphs" in rec else _parse_simple
-        q, missing = parse(rec, i, index)
-        unresolved += missing
+        try:
+            q, missing = parse(rec, i, index)
+        except DatasetError as exc:
+            raise DatasetError(f"{qpath}: {exc}") from None
+        unresolved += [f"{title!r} ({q.id})" for title in missing]
         out.append(q)
     if limit is not None:
         out = out[: max(0, limit)]
@@ -226,5 +244,6 @@ def load_dataset(questions: str | Path, corpus: str | Path, *, limit: int | None
         questions=out,
         corpus=passages,
         corpus_hash=corpus_hash(passages),
-        unresolved_gold=unresolved,
+        unresolved_gold=len(unresolved),
+        unresolved_refs=unresolved,
     )
