@@ -82,7 +82,7 @@ from graphroute.core.api.store import (
     patched_meta,
     per_version,
 )
-from graphroute.core.errors import StoreError, StoreUnavailableError
+from graphroute.core.errors import StoreError, StoreLocationError, StoreUnavailableError
 from graphroute.core.hookspecs import hookimpl
 from graphroute.core.lib.entities import ENTITY_ID_PREFIX, normalize_name, variant_key
 from graphroute.core.lib.net import is_loopback
@@ -377,8 +377,8 @@ class Neo4jStore(GraphStore):
             self._driver: Driver = neo4j.GraphDatabase.driver(
                 uri, auth=(user, password), max_transaction_retry_time=retry_s, connection_timeout=10.0
             )
-        except Exception as exc:
-            raise StoreError(f"invalid Neo4j location {self.location}: {type(exc).__name__}") from None
+        except Exception as exc:  # the driver's own message may echo the URI, password included
+            raise StoreLocationError(f"invalid Neo4j location {self.location}: {type(exc).__name__}") from None
         delay = 0.5
         for attempt in range(1, connect_attempts + 1):
             try:
@@ -386,7 +386,7 @@ class Neo4jStore(GraphStore):
                 break
             except AuthError as exc:
                 self._driver.close()
-                raise StoreError(
+                raise StoreUnavailableError(
                     f"Neo4j at {self.location} rejected the credentials of user {user!r} "
                     f"({exc.message or type(exc).__name__}); set NEO4J_USER / NEO4J_PASSWORD"
                 ) from None
@@ -398,6 +398,9 @@ class Neo4jStore(GraphStore):
                     ) from None
                 time.sleep(delay)
                 delay *= 2
+            except ValueError as exc:  # the driver's reading of the address (a port that is no number)
+                self._driver.close()
+                raise StoreLocationError(f"invalid Neo4j location {self.location}: {exc}") from None
             except Exception as exc:
                 self._driver.close()
                 raise StoreError(f"cannot connect to Neo4j at {self.location}: {exc}") from None

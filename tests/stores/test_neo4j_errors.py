@@ -76,6 +76,13 @@ def test_wrong_password_is_a_clear_store_error() -> None:
     message = str(err.value)
     assert "credentials" in message and NEO4J_URI in message
     assert "definitely-wrong-pw" not in message
+    assert err.value.exit_code == 3  # a store that refuses us, as StoreUnavailableError says
+
+
+def test_a_malformed_location_is_the_users_to_fix() -> None:
+    with pytest.raises(StoreError) as err:
+        open_store("bolt://127.0.0.1:notaport", settings=Settings(neo4j_password="x"))
+    assert "invalid Neo4j location" in str(err.value) and err.value.exit_code == 2
 
 
 @pytest.fixture
