@@ -25,7 +25,7 @@ from graphroute.core.config.clients import component_params
 from graphroute.core.config.overrides import Overrides, overrides_from_mapping
 from graphroute.core.config.resolve import ResolvedRoute, load_route
 from graphroute.core.config.settings import STORE_PARAMS_ENV, Settings
-from graphroute.core.errors import ConfigError, StoreError, StoreLocationError
+from graphroute.core.errors import ConfigError, StoreError, StoreLocationError, UserError
 from graphroute.core.query.runner import check_question, run_route
 from graphroute.core.query.services import Services
 from graphroute.core.registry import Registry, get_registry
@@ -134,6 +134,8 @@ class GraphRoute:
         not an empty answer); with ``timeout_s`` the query is stopped after that many seconds
         (QueryTimeoutError)."""
         check_question(question, self.settings.max_question_chars)
+        if timeout_s is not None and not timeout_s > 0:  # NaN too: it would stop nothing or everything
+            raise UserError(f"timeout_s must be a positive number of seconds (got {timeout_s!r})")
         resolved = self.route(route, overrides)
         group = group or self.group
         with self._lock:

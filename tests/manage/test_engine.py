@@ -104,3 +104,9 @@ def test_one_path_given_alone_is_one_path(settings, tmp_path: Path) -> None:  # 
     assert sorted(d["title"] for d in gr.documents("solo")) == ["Harbour", "Lighthouse", "Orchard"]
     assert gr.index(folder / "orchard.md", roots=folder).unchanged == 1  # a Path, and one root, alike
     gr.close()
+
+
+@pytest.mark.parametrize("timeout", [0, -1, float("nan")])
+def test_a_timeout_must_be_positive(indexed: GraphRoute, timeout: float) -> None:
+    with pytest.raises(UserError, match="timeout_s must be a positive number"):
+        indexed.query("Who keeps the lighthouse?", group="g", timeout_s=timeout)
