@@ -166,6 +166,9 @@ def test_ablate_is_sequential_and_reverted_stages_stay_off(cli: CliRunner, env: 
         assert [r for r in s["reasons"] if "p50 latency" in r and "within noise" not in r] == [], s
     assert result["kept"] == kept
     assert (tmp_path / "abl" / "ablate.md").read_text().count("| ") > 5
+    # the table's output ends with the flags of the kept configuration, as the JSON has them
+    table = cli.invoke(cli_app(), ["ablate", "--route", "bench_ablation_test", *env])
+    assert table.exit_code == 0 and f"final overrides: {' '.join(result['final_overrides'])}" in table.stdout
 
 
 def test_ablate_stage_names_the_stages_to_toggle(cli: CliRunner, env: list[str]) -> None:

@@ -298,6 +298,7 @@ def ablate(
     out.print(f"required (kept on): {', '.join(result['required']) or 'none'}", highlight=False)
     out.print(f"kept: {', '.join(result['kept']) or 'none'}; reverted: {', '.join(result['reverted']) or 'none'}; "
               f"same quality (left off): {', '.join(result['same']) or 'none'}", highlight=False)
+    out.print(f"final overrides: {escape(' '.join(result['final_overrides'])) or 'none'}", highlight=False)
     out.print(f"[dim]rule: {result['rule']}[/]", highlight=False)
 
 
