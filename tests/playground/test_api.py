@@ -19,6 +19,7 @@ from graphroute.core.api.constants import DEFAULT_ROUTE
 from graphroute.core.api.models import EdgeType, Label
 from graphroute.core.apps.bench import metrics as M
 from graphroute.core.apps.bench.bench import aggregate
+from graphroute.core.apps.serve.server import redact_paths
 from graphroute.core.config.overrides import overrides_from_cli
 from graphroute.core.config.resolve import load_route
 
@@ -148,8 +149,10 @@ def test_errors_are_the_cli_messages_one_per_field(served: Served) -> None:
     assert res["ok"] is False and res["yaml"] is None
     by_field = {(e["stage"], e["param"]): e["message"] for e in res["errors"]}
     assert set(by_field) == {("score_gap", "threshold"), ("ppr", "top_k"), ("seed_resolution", None)}
-    assert [by_field[("score_gap", "threshold")], by_field[("seed_resolution", None)]] == cli_errors(
-        ["route2_reference", "--set", "score_gap.threshold=abc"], ["route2_reference", "--disable", "ner_seeds"])
+    # the CLI's messages, with the route file named by its last part as every API message names it
+    assert [by_field[("score_gap", "threshold")], by_field[("seed_resolution", None)]] == [redact_paths(m) for m in cli_errors(
+        ["route2_reference", "--set", "score_gap.threshold=abc"], ["route2_reference", "--disable", "ner_seeds"])]
+    assert by_field[("score_gap", "threshold")].startswith("route2_reference.yaml:")
     assert "bad value for `top_k` of stage `ppr`" in by_field[("ppr", "top_k")]
     with served.client() as c:
         unknown = c.post("/playground/resolve", json={"config": cfg(set_=["score_gapp.threshold=0.4"])}).json()

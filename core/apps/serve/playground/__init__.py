@@ -39,6 +39,7 @@ from graphroute.core.apps.serve.server import (
     ApiError,
     QueryResponse,
     _error_responses,
+    redact_paths,
 )
 from graphroute.core.config.overrides import Overrides, overrides_from_cli
 from graphroute.core.config.resolve import ResolvedRoute, load_route
@@ -398,10 +399,15 @@ def _enabled_of(resolved: ResolvedRoute) -> dict[str, bool]:
 
 
 def validate(route: str, config: PlaygroundConfig, registry: Registry) -> list[FieldError]:
-    """Every problem of the configuration, each with the message the CLI prints.
+    """Every problem of the configuration, each with the message the CLI prints, a server
+    file named by its last part as every other API message names it (``route2_local.yaml:85``).
 
     Each ``--set`` value is checked on its own first, so every wrong field gets its own
     message; then the whole configuration (switches included) without the wrong values."""
+    return [e.model_copy(update={"message": redact_paths(e.message)}) for e in _problems(route, config, registry)]
+
+
+def _problems(route: str, config: PlaygroundConfig, registry: Registry) -> list[FieldError]:
     try:
         ov = config.overrides()
     except RouteConfigError as exc:
