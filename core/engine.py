@@ -50,7 +50,7 @@ def open_store(
     for entry in registry.stores.entries.values():
         if entry.cls.handles(location):
             given = settings.store_params.get(entry.cls.name, {})
-            backend = entry.cls(component_params(entry.cls, given, f"{STORE_PARAMS_ENV}, store backend {entry.cls.name!r}"))
+            backend = entry.cls(component_params(entry.cls, given, f"store_params ({STORE_PARAMS_ENV}), store backend {entry.cls.name!r}"))
             if not create and entry.cls.would_create(location):
                 raise StoreLocationError(
                     f"no store at {location}; index documents into it first, or check the store "
