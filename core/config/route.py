@@ -169,12 +169,27 @@ def find_route(name_or_path: str) -> Path:
     routes = list_routes()
     if name_or_path in routes:
         return routes[name_or_path]
+    # a route is listed by its file's name; one whose `name:` says otherwise (a playground
+    # export saved as my_route.yaml) is found by that name too, the name its results carry
+    named = [f for f in routes.values() if _declared_name(f) == name_or_path]
+    if len(named) == 1:
+        return named[0]
     close = difflib.get_close_matches(name_or_path, list(routes), n=3)
     hint = f"did you mean {', '.join(close)}?" if close else f"known routes: {', '.join(routes)}"
     raise RouteConfigError(
         f"unknown route {name_or_path!r}",
         fix=f"{hint} (`graphroute routes` lists them; GRAPHROUTE_ROUTES adds folders)",
     )
+
+
+def _declared_name(path: Path) -> str | None:
+    """The ``name:`` a route file gives itself (None when it cannot be read)."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    name = data.get("name") if isinstance(data, dict) else None
+    return name if isinstance(name, str) else None
 
 
 def parse_route_text(text: str, source: str) -> RouteConfig:

@@ -150,6 +150,20 @@ def test_a_user_route_extends_the_shipped_route_it_shadows(
     assert {"ppr", "negative_detection"} <= {s.spec.key for s in route.stages()}
 
 
+def test_a_user_route_is_found_by_its_file_name_and_by_the_name_it_gives_itself(
+    tmp_path: Path, registry: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    write(folder, "my_route", "name: route2_local_custom\nextends: route2_local\nstages:\n  - id: bm25\n    enabled: false\n")
+    monkeypatch.setenv("GRAPHROUTE_ROUTES", str(folder))
+    by_file, by_name = load_route("my_route", registry, environ={}), load_route("route2_local_custom", registry, environ={})
+    assert by_file.name == by_name.name == "route2_local_custom"  # the name its results carry
+    assert by_file.to_yaml() == by_name.to_yaml()
+    with pytest.raises(RouteConfigError, match="unknown route 'route2_local_custm'"):
+        load_route("route2_local_custm", registry, environ={})
+
+
 def test_extends_patches_by_id_and_inserts(tmp_path: Path, registry: Registry) -> None:
     write(tmp_path, "base", GOOD)
     child = write(
