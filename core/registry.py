@@ -344,20 +344,25 @@ def load_entry_points(
             except Exception as exc:  # whatever its import raises, the plugin is broken, not the CLI
                 broken.append(BrokenPlugin(ep.name, origin, f"failed to load: {_exc_text(exc)}", exc))
                 continue
-            try:
-                pm.register(plugin, name=ep.name)
-            except (pluggy.PluginValidationError, ValueError) as exc:  # ValueError: its name is taken
-                broken.append(BrokenPlugin(ep.name, origin, f"is not a valid plugin: {_exc_text(exc)}", exc))
+            if (refused := _try_register(pm, plugin, ep.name, origin)) is not None:
+                broken.append(refused)
     return broken
 
 
-def _register(reg: Registry, plugin: object, name: str) -> None:
-    """Register ``plugin``; one pluggy refuses (a hook implementation whose arguments its spec
-    does not have, say) is broken."""
+def _try_register(pm: pluggy.PluginManager, plugin: object, name: str, origin: PluginOrigin) -> BrokenPlugin | None:
+    """Register ``plugin``; None, or the BrokenPlugin when pluggy refuses it (a hook
+    implementation whose arguments its spec does not have, say)."""
     try:
-        reg.pm.register(plugin, name=name)
+        pm.register(plugin, name=name)
     except (pluggy.PluginValidationError, ValueError) as exc:  # ValueError: its name is taken
-        reg.mark_broken(name, f"is not a valid plugin: {_exc_text(exc)}", exc)
+        return BrokenPlugin(name, origin, f"is not a valid plugin: {_exc_text(exc)}", exc)
+    return None
+
+
+def _register(reg: Registry, plugin: object, name: str) -> None:
+    """Register ``plugin`` in ``reg``; one pluggy refuses is recorded as broken."""
+    if (refused := _try_register(reg.pm, plugin, name, reg.origin(name))) is not None:
+        reg.broken.append(refused)
 
 
 def _exc_text(exc: BaseException) -> str:
