@@ -138,13 +138,19 @@ def test_extends_cycle(tmp_path: Path, registry: Registry) -> None:
     assert "`extends` cycle: a -> b -> a" in exc.value.message
 
 
+def user_route(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stem: str, text: str) -> None:
+    """``text`` as ``stem.yaml`` in a folder of user routes on GRAPHROUTE_ROUTES."""
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    write(folder, stem, text)
+    monkeypatch.setenv("GRAPHROUTE_ROUTES", str(folder))
+
+
 def test_a_user_route_extends_the_shipped_route_it_shadows(
     tmp_path: Path, registry: Registry, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    folder = tmp_path / "mine"
-    folder.mkdir()
-    write(folder, "route2_local", "name: route2_local\nextends: route2_local\nstages:\n  - id: chunk_vector\n    with: {top_k: 20}\n")
-    monkeypatch.setenv("GRAPHROUTE_ROUTES", str(folder))
+    user_route(tmp_path, monkeypatch, "route2_local",
+               "name: route2_local\nextends: route2_local\nstages:\n  - id: chunk_vector\n    with: {top_k: 20}\n")
     route = load_route("route2_local", registry, environ={})  # the user's file, on the shipped one
     assert next(s.params.top_k for s in route.stages() if s.spec.key == "chunk_vector") == 20
     assert {"ppr", "negative_detection"} <= {s.spec.key for s in route.stages()}
@@ -153,10 +159,8 @@ def test_a_user_route_extends_the_shipped_route_it_shadows(
 def test_a_user_route_is_found_by_its_file_name_and_by_the_name_it_gives_itself(
     tmp_path: Path, registry: Registry, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    folder = tmp_path / "mine"
-    folder.mkdir()
-    write(folder, "my_route", "name: route2_local_custom\nextends: route2_local\nstages:\n  - id: bm25\n    enabled: false\n")
-    monkeypatch.setenv("GRAPHROUTE_ROUTES", str(folder))
+    user_route(tmp_path, monkeypatch, "my_route",
+               "name: route2_local_custom\nextends: route2_local\nstages:\n  - id: bm25\n    enabled: false\n")
     by_file, by_name = load_route("my_route", registry, environ={}), load_route("route2_local_custom", registry, environ={})
     assert by_file.name == by_name.name == "route2_local_custom"  # the name its results carry
     assert by_file.to_yaml() == by_name.to_yaml()
