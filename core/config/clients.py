@@ -65,6 +65,17 @@ def component_params(
         raise error(f"{what}: invalid parameters ({problems}); known parameters: {fields}") from None
 
 
+def param_problem(exc: ValidationError, kind: str, name: str) -> str:
+    """The first problem of ``exc`` (raised by a component's ``Params``) in one phrase that
+    names the parameter and the component: "unknown parameter `x` for stage `y`", or "bad
+    value for `x` of stage `y`: <why> (got <value>)"; routes and index profiles word it alike."""
+    err = exc.errors()[0]
+    param = ".".join(str(p) for p in err["loc"]) or "?"
+    if err["type"] == "extra_forbidden":
+        return f"unknown parameter `{param}` for {kind} `{name}`"
+    return f"bad value for `{param}` of {kind} `{name}`: {err['msg']} (got {err.get('input')!r})"
+
+
 def make_llm(registry: Registry, name: str, params: dict[str, object]) -> LLMClient:
     """Instantiate a registered LLM client, turning bad parameters into a clear error."""
     cls = registry.llm_clients.get(name)  # unknown name: PluginError listing the known ones

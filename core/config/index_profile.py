@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
+from graphroute.core.config.clients import param_problem
 from graphroute.core.errors import IndexProfileError
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
@@ -111,13 +112,9 @@ def check_profile(profile: IndexProfile, registry: Registry) -> None:
         try:
             params(**spec.with_)
         except ValidationError as exc:
-            err = exc.errors()[0]
-            name = ".".join(str(x) for x in err["loc"]) or "?"
-            problem = (f"unknown parameter `{name}`" if err["type"] == "extra_forbidden"
-                       else f"bad value for `{name}`: {err['msg']} (got {err.get('input')!r})")
             raise IndexProfileError(
-                f"{where}: {place} `{spec.use}`: {problem}\n  fix: parameters of `{spec.use}`: "
-                f"{', '.join(params.model_fields) or 'none'}"
+                f"{where}: {place}: {param_problem(exc, family.title, spec.use)}\n  fix: parameters of "
+                f"`{spec.use}`: {', '.join(params.model_fields) or 'none'}"
             ) from None
 
 

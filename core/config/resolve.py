@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from graphroute.core.api.stage import Slot, Stage, StageKind
+from graphroute.core.config.clients import param_problem
 from graphroute.core.config.overrides import Overrides, apply_overrides, overrides_from_env
 from graphroute.core.config.route import (
     ParallelSpec,
@@ -103,12 +104,8 @@ def _resolve_stage(spec: StageSpec, cfg: RouteConfig, registry: Registry) -> Res
         params = cls.Params(**spec.with_)
     except ValidationError as exc:
         err = exc.errors()[0]
-        pname = ".".join(str(p) for p in err["loc"]) or "?"
         fields = ", ".join(f"{k} ({_type_name(f.annotation)}, default {f.default!r})" for k, f in cls.Params.model_fields.items())
-        if err["type"] == "extra_forbidden":
-            msg = f"unknown parameter `{pname}` for stage `{spec.use}`"
-        else:
-            msg = f"bad value for `{pname}` of stage `{spec.use}`: {err['msg']} (got {err.get('input')!r})"
+        msg = param_problem(exc, "stage", spec.use)
         origin = spec.overridden.get(str(err["loc"][0])) if err["loc"] else None
         if origin is not None:  # the value is the override's; file and line say where the stage is
             msg += f", set by the {origin} (not in the route's file)"
