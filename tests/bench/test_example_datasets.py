@@ -1,6 +1,7 @@
 """The benchmark sets shipped in examples/datasets: the Larkspur handbook, the Wrenfield Courier
 newspaper archive, the Vellumdrift product documentation, the Quarrybank research computing
-guide, the Markdown index profiles and the script that makes the MuSiQue negatives set."""
+guide, the Brindlecombe water utility's records, the Markdown index profiles and the script
+that makes the MuSiQue negatives set."""
 
 from __future__ import annotations
 
@@ -20,12 +21,14 @@ MUSIQUE = Path("/work/shared/datasets/musique")
 
 
 # (folder, documents, question kinds): the Larkspur handbook, the Wrenfield Courier archive, the
-# Vellumdrift documentation and the Quarrybank research computing guide
+# Vellumdrift documentation, the Quarrybank research computing guide and the Brindlecombe Water
+# Services records (minutes, email threads, incident reports, tickets, memos)
 SETS = [
     ("larkspur", 61, {"single": 69, "multi": 38, "off_topic": 12, "near_miss": 22}),
     ("wrenfield", 55, {"single": 54, "multi": 42, "off_topic": 10, "near_miss": 25}),
     ("vellumdrift", 52, {"single": 60, "multi": 35, "off_topic": 10, "near_miss": 25}),
     ("quarrybank", 58, {"single": 62, "multi": 41, "off_topic": 10, "near_miss": 20}),
+    ("brindlecombe", 39, {"single": 35, "multi": 25, "off_topic": 8, "near_miss": 12}),
 ]
 
 
