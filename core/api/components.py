@@ -139,13 +139,21 @@ class Loader(Component):
 class Embedder(Component, ABC):
     """Text -> L2-normalised float32 vectors.
 
-    ``model_id`` is recorded with the group's index so queries use the same model, and keys
-    the on-disk embedding cache.
+    ``model_id`` is recorded with the group's index so queries use the same model.
+    ``document_id`` keys the on-disk embedding cache and the index's parse fingerprint.
     """
 
     @property
     @abstractmethod
     def model_id(self) -> str: ...
+
+    @property
+    def document_id(self) -> str:
+        """``model_id`` plus whatever else decides how a document text becomes a vector
+        without moving the query space (how a text longer than the model's window is read,
+        say). A new value re-embeds the group's documents at its next index run, while the
+        group stays queryable with the same ``model_id``."""
+        return self.model_id
 
     @property
     @abstractmethod

@@ -259,7 +259,7 @@ class Indexer:
         report.upgrades = self.store.upgrade_group(self.group)
         profile_json = self.profile.model_dump(by_alias=True, mode="json")
         model_id = self.embedder().model_id  # the runtime too: its vectors differ (EMBEDDER_MODEL_META)
-        parse_fp = fingerprint([profile_json["segmenter"], profile_json["embedder"], profile_json["parse"], model_id]
+        parse_fp = fingerprint([profile_json["segmenter"], profile_json["embedder"], profile_json["parse"], self.embedder().document_id]
                                + ([profile_json["loaders"]] if self.profile.loaders else []))
         steps_fp = fingerprint(self._steps_key(profile_json["steps"]))
         old_fp = self.store.get_meta(self.group, FINGERPRINT_META) or {}

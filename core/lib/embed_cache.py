@@ -144,6 +144,10 @@ class CachingEmbedder(Embedder):
         return self.inner.model_id
 
     @property
+    def document_id(self) -> str:
+        return self.inner.document_id
+
+    @property
     def dimension(self) -> int:
         return self.inner.dimension
 
@@ -154,12 +158,12 @@ class CachingEmbedder(Embedder):
             self.misses += len(texts)
             return self.inner.embed(texts, input_type=input_type)
         keys = [text_key(t, input_type) for t in texts]
-        found = self.cache.get_many(self.model_id, keys)
+        found = self.cache.get_many(self.document_id, keys)
         missing = list(dict.fromkeys(t for t, k in zip(texts, keys, strict=True) if k not in found))
         if missing:
             vecs = self.inner.embed(missing, input_type=input_type)
             new = [(text_key(t, input_type), np.asarray(v, dtype=np.float32)) for t, v in zip(missing, vecs, strict=True)]
-            self.cache.put_many(self.model_id, new)
+            self.cache.put_many(self.document_id, new)
             found.update(new)
         self.misses += len(missing)
         self.hits += len(texts) - len(missing)
@@ -175,7 +179,7 @@ class CachingEmbedder(Embedder):
             base = text_key("\x1e".join(units), "contextual")
             keys = [f"{base}:{j}" for j in range(len(units))]
             doc_keys.append(keys)
-            found = self.cache.get_many(self.model_id, keys)
+            found = self.cache.get_many(self.document_id, keys)
             if len(found) == len(keys):
                 out.append(np.stack([found[k] for k in keys]) if keys else np.zeros((0, self.dimension), np.float32))
                 self.hits += len(keys)
@@ -185,7 +189,7 @@ class CachingEmbedder(Embedder):
         if todo:
             fresh = self.inner.embed_contextual([documents[i] for i in todo])
             for i, vecs in zip(todo, fresh, strict=True):
-                self.cache.put_many(self.model_id, list(zip(doc_keys[i], vecs, strict=True)))
+                self.cache.put_many(self.document_id, list(zip(doc_keys[i], vecs, strict=True)))
                 out[i] = np.asarray(vecs, dtype=np.float32)
                 self.misses += len(doc_keys[i])
         return [o for o in out if o is not None]
@@ -200,13 +204,13 @@ class CachingEmbedder(Embedder):
             return self.inner.embed_spans(texts, heads, spans)
         text_keys = [text_key(t) for t in texts]
         span_keys = [[f"{text_key(t, 'span')}:{h}:{a}:{b}" for a, b in s] for t, h, s in zip(texts, heads, spans, strict=True)]
-        found = self.cache.get_many(self.model_id, text_keys + [k for ks in span_keys for k in ks])
+        found = self.cache.get_many(self.document_id, text_keys + [k for ks in span_keys for k in ks])
         todo = [i for i, k in enumerate(text_keys) if k not in found or any(sk not in found for sk in span_keys[i])]
         if todo:
             vecs, span_vecs = self.inner.embed_spans([texts[i] for i in todo], [heads[i] for i in todo], [spans[i] for i in todo])
             new = [(text_keys[i], vecs[n]) for n, i in enumerate(todo)]
             new += [(k, v) for n, i in enumerate(todo) for k, v in zip(span_keys[i], span_vecs[n], strict=True)]
-            self.cache.put_many(self.model_id, new)
+            self.cache.put_many(self.document_id, new)
             found.update(new)
         missed = len(todo) + sum(len(span_keys[i]) for i in todo)
         self.misses += missed

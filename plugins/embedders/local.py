@@ -135,6 +135,7 @@ class OnnxModel:
     pad_id: int
     max_length: int
     dimension: int = 0
+    token_outputs: bool | None = None  # the model gives an output per token (see pools_tokens)
 
     def __post_init__(self) -> None:
         if not self.dimension:
@@ -166,29 +167,49 @@ class OnnxModel:
             out = (out * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
         return normalise_in_place(np.asarray(out, dtype=np.float32))
 
-    def encode(self, texts: Sequence[str], batch_size: int = 64, max_batch_tokens: int = 1024) -> np.ndarray:
-        """Unit vectors of ``texts`` (float32, input order), in length-sorted batches."""
+    def encode(
+        self, texts: Sequence[str], batch_size: int = 64, max_batch_tokens: int = 1024, *, windows: bool = True,
+    ) -> np.ndarray:
+        """Unit vectors of ``texts`` (float32, input order), in length-sorted batches.
+
+        A text longer than ``max_length`` tokens is read in overlapping windows and its vector
+        is the mean of every token's output, each token counted once (``windows``); without
+        ``windows`` it is cut at ``max_length`` tokens, as sentence-transformers does.
+        """
         out = np.empty((len(texts), self.dimension), dtype=np.float32)
         if not texts:
             return out
         encodings = self.tokenize(texts)
-        lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
+        long = [i for i, e in enumerate(encodings) if e.overflowing] if windows and self.pools_tokens() else []
+        if long:
+            vecs, _ = self.encode_spans([texts[i] for i in long], [0] * len(long), [[] for _ in long], batch_size, max_batch_tokens)
+            out[long] = vecs
+        short = np.setdiff1d(np.arange(len(texts)), long)
+        lengths = np.fromiter((len(encodings[i].ids) for i in short), dtype=np.int64, count=len(short))
         for rows in token_batches(lengths, batch_size, max_batch_tokens):
-            out[rows] = self.forward([encodings[i] for i in rows])
+            out[short[rows]] = self.forward([encodings[i] for i in short[rows]])
         return out
+
+    def pools_tokens(self) -> bool:
+        """True when the model gives an output per token, so a long text can be read in windows."""
+        if self.token_outputs is None:
+            out, _ = self.hidden([[self.pad_id]])
+            self.token_outputs = out.ndim == 3
+        return self.token_outputs
 
     def encode_spans(
         self, texts: Sequence[str], heads: Sequence[int], spans: Sequence[Sequence[tuple[int, int]]],
-        batch_size: int = 64, max_batch_tokens: int = 1024,
+        batch_size: int = 64, max_batch_tokens: int = 1024, *, windows: bool = True,
     ) -> tuple[np.ndarray, list[np.ndarray]]:
         """Each text's unit vector and, from the same forward passes, a unit vector per
         character span of it ("late chunking"): the mean of the span's token outputs and the
         text's first ``heads[i]`` characters' (its heading), read in the text's context.
 
-        A text's vector is :meth:`encode`'s (its first ``max_length`` tokens). A text longer
-        than that is also run in further windows, each the heading plus the next stretch of
-        the text, overlapping the previous window by a quarter, so every span has context on
-        both sides; a span is read in the window that holds it with the most context.
+        A text longer than ``max_length`` tokens is run in windows, each the heading plus the
+        next stretch of the text, overlapping the previous window by a quarter, so every span
+        has context on both sides; a span is read in the window that holds it with the most
+        context. The text's vector is :meth:`encode`'s: the mean of every token's output over
+        the windows, each token counted once (without ``windows``, the first window's).
         """
         dim = self.dimension
         text_vecs = np.empty((len(texts), dim), dtype=np.float32)
@@ -204,11 +225,16 @@ class OnnxModel:
                 raise RuntimeError("this ONNX model gives one vector per text, not per token: it cannot embed spans in context")
             for b, i in enumerate(batch):
                 t, w = rows[i]
-                states = out[b, : int(mask[b].sum())]
-                if w == 0:
-                    text_vecs[t] = states.mean(axis=0)
-                plans[t].states[w] = states
+                plans[t].states[w] = out[b, : int(mask[b].sum())]
+        # a long text read with its heading in every window: its own vector is read again
+        # without the repeats, so it is the one embed gives (the cache keys them alike)
+        reread = [t for t, plan in enumerate(plans) if windows and plan.head and len(plan.windows) > 1]
+        plain = dict(zip(reread, self.encode([texts[t] for t in reread], batch_size, max_batch_tokens), strict=True))
         for t, plan in enumerate(plans):
+            if t in plain:
+                text_vecs[t] = plain[t]
+            else:
+                text_vecs[t] = plan.mean() if windows else plan.states[0].mean(axis=0)
             for j, (start, end) in enumerate(spans[t]):
                 span_vecs[t][j] = plan.pool(start, end, text_vecs[t])
             plan.states.clear()
@@ -231,6 +257,18 @@ class _WindowPlan:
     def window_ids(self, w: int) -> list[int]:
         a, b = self.windows[w]
         return self.cls + self.head + self.body[a:b] + self.sep
+
+    def mean(self) -> np.ndarray:
+        """The mean output over the text's tokens: the first window whole, then each further
+        window's body tokens that the window before did not hold."""
+        first = self.states[0]
+        total, count = first.sum(axis=0), len(first)
+        lead = len(self.cls) + len(self.head)
+        for w in range(1, len(self.windows)):
+            a, b = self.windows[w]
+            fresh = self.states[w][lead + self.windows[w - 1][1] - a : lead + b - a]
+            total, count = total + fresh.sum(axis=0), count + len(fresh)
+        return np.asarray(total / count, dtype=np.float32)
 
     def pool(self, start: int, end: int, fallback: np.ndarray) -> np.ndarray:
         """The mean output of the heading's tokens and the body tokens that start inside
@@ -396,7 +434,13 @@ class LocalEmbedder(PackagedModelEmbedder):
     class Params(ComponentParams):
         model_path: str | None = Field(None, description="an ONNX sentence-embedding model file; default: the packaged all-MiniLM-L6-v2 (int8)")
         tokenizer_path: str | None = Field(None, description="the model's tokenizer.json; default: the packaged all-MiniLM-L6-v2 tokenizer")
-        max_length: int = Field(MAX_LENGTH, ge=8, le=8192, description="tokens per text (special tokens included); longer texts are truncated")
+        max_length: int = Field(MAX_LENGTH, ge=8, le=8192, description="tokens per forward pass (special tokens included): the model's window")
+        # windows: a chunk of up to chunk_max_tokens (512 words) is longer than the window, and
+        # cut at it the chunk's vector missed whatever its later half says (docs/models.md)
+        long_texts: Literal["windows", "truncate"] = Field(
+            "windows", description="a document text longer than max_length: `windows` reads it in overlapping windows "
+            "and averages every token's output; `truncate` reads its first max_length tokens only (sentence-transformers' way)",
+        )
         batch_size: int = Field(64, ge=1, le=4096, description="texts per forward pass (at most)")
         # 1024 used 17-18% less CPU than 4096 on MuSiQue passages and on technical docs
         # (smaller activations stay in cache; docs/models.md)
@@ -425,11 +469,15 @@ class LocalEmbedder(PackagedModelEmbedder):
         parts = [os.path.abspath(p.model_path or packaged_model_path()), os.path.abspath(p.tokenizer_path or packaged_tokenizer_path())]
         return f"local:{':'.join(parts)}:{p.max_length}"
 
+    @property
+    def document_id(self) -> str:
+        return f"{self.model_id}:windows" if self.params.long_texts == "windows" else self.model_id
+
     def _model_dimension(self) -> int:
         return self.model().dimension
 
     def _encode(self, texts: Sequence[str]) -> np.ndarray:
-        return self.model().encode(texts, self.params.batch_size, self.params.max_batch_tokens)
+        return self.model().encode(texts, self.params.batch_size, self.params.max_batch_tokens, windows=self.params.long_texts == "windows")
 
     def embed_spans(
         self, texts: Sequence[str], heads: Sequence[int], spans: Sequence[Sequence[tuple[int, int]]],
@@ -437,7 +485,9 @@ class LocalEmbedder(PackagedModelEmbedder):
         if texts:
             self.calls += 1
             self.texts_embedded += len(texts)
-        return self.model().encode_spans(texts, heads, spans, self.params.batch_size, self.params.max_batch_tokens)
+        return self.model().encode_spans(
+            texts, heads, spans, self.params.batch_size, self.params.max_batch_tokens, windows=self.params.long_texts == "windows",
+        )
 
 
 @hookimpl

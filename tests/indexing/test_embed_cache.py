@@ -56,3 +56,16 @@ def test_span_vectors_are_cached_by_text_heading_and_span(tmp_path: Path) -> Non
     assert np.allclose(cached.embed(texts), first, atol=1e-6) and inner.calls == 1  # a text's vector is embed()'s
     cached.embed_spans(texts[:1], [0], spans[:1])  # another heading: read again
     assert inner.calls == 2
+
+
+def test_the_cache_keeps_each_way_of_reading_long_texts_apart(tmp_path: Path) -> None:
+    """One cache, two settings of `long_texts`: each gets its own vector of a long text."""
+    long = " ".join(f"Clause {j} of the charter names the guild and its harbour." for j in range(60))
+    cache = EmbeddingCache(tmp_path)
+    truncate = LocalEmbedder(LocalEmbedder.Params(long_texts="truncate"))
+    first = CachingEmbedder(truncate, cache).embed([long])
+    windows = CachingEmbedder(LocalEmbedder(), cache)
+    second = windows.embed([long])
+    assert windows.misses == 1
+    assert np.allclose(second, LocalEmbedder().embed([long]), atol=1e-6)
+    assert not np.allclose(first, second, atol=1e-3)

@@ -292,3 +292,19 @@ def test_a_step_that_fails_is_reported_and_fails_the_run(tmp_path: Path, store: 
     assert data["warnings"] == ["index step 'broken_step' failed: RuntimeError: the layer could not be built"]
     assert index_exit_code(data) == 1 and failed_steps(data) == ["broken_step"]  # an HTTP job fails too
     assert index_exit_code({**data, "steps": {"sentence_knn": {}}}) == 0
+
+
+def test_a_new_way_of_reading_documents_re_embeds_the_group_and_keeps_it_queryable(make_indexer, store: GraphStore, corpus: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """An embedder whose document vectors change without its query space moving (its
+    document_id, not its model_id: a new `long_texts` default, say) re-embeds the group at
+    the next run, and the group's recorded model, which queries must match, stays."""
+    from graphroute.core.api.constants import EMBEDDER_MODEL_META
+    from graphroute.plugins.embedders.local import LocalEmbedder
+
+    make_indexer().index_paths([corpus])
+    recorded = store.get_meta("g", EMBEDDER_MODEL_META)
+    assert make_indexer().index_paths([corpus]).unchanged == 3
+    monkeypatch.setattr(LocalEmbedder, "document_id", property(lambda self: f"{self.model_id}:read-otherwise"))
+    report = make_indexer().index_paths([corpus])
+    assert report.indexed == 3 and report.unchanged == 0
+    assert store.get_meta("g", EMBEDDER_MODEL_META) == recorded

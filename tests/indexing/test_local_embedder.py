@@ -200,3 +200,28 @@ def test_an_opt_out_and_an_opt_in_are_kept(tmp_path: Path) -> None:
     consent.write_text("1")
     opted_in = "from graphroute.plugins.embedders.local import hide_openvino_telemetry as h; print(h())"
     assert _telemetry_probe(tmp_path, opted_in) == "False"
+
+
+def test_a_text_past_the_window_is_read_whole() -> None:
+    """A chunk longer than the model's 256 tokens: its vector reads what its last sentence
+    says (windows), where a vector cut at 256 tokens cannot; a text within the window gets
+    the same vector either way."""
+    model = load_model()
+    long, short = LONG + " " + LAST, "The guild meets in spring. Its dues are ten crowns."
+    whole, cut = model.encode([long, short]), model.encode([long, short], windows=False)
+    assert np.allclose(whole[1], cut[1], atol=1e-6)
+    fee = model.encode(["Who collects the mooring fee, and on which day?"])[0]
+    assert float(whole[0] @ fee) > float(cut[0] @ fee) + 0.02
+    assert np.allclose(np.linalg.norm(whole, axis=1), 1, atol=1e-5)
+
+
+def test_long_texts_is_part_of_the_document_vectors_identity_not_of_the_query_space() -> None:
+    """`long_texts` changes the vectors of long documents, not of questions: the group's
+    model_id (which queries must match) stays, the document_id (which keys the cache and
+    the parse fingerprint) moves."""
+    windows, truncate = LocalEmbedder(), LocalEmbedder(LocalEmbedder.Params(long_texts="truncate"))
+    assert windows.model_id == truncate.model_id == MODEL_ID
+    assert windows.document_id != truncate.document_id
+    long = LONG + " " + LAST
+    assert float(windows.embed([long])[0] @ truncate.embed([long])[0]) < 0.9999
+    assert np.allclose(windows.embed_query("mooring fee"), truncate.embed_query("mooring fee"), atol=1e-6)

@@ -47,7 +47,7 @@ def test_padding_is_masked_out_whatever_the_batching(precision: str) -> None:
     shape, within a cosine of 0.99995, where counting padding would cost far more."""
     texts = _texts()
     model = load_model(precision=precision)
-    alone = np.stack([model.forward(model.tokenize([t]))[0] for t in texts])
+    alone = np.stack([model.encode([t])[0] for t in texts])  # a long text: its windows alone
     budgeted = LocalEmbedder(LocalEmbedder.Params(max_batch_tokens=256, precision=precision)).embed(texts)
     wide = LocalEmbedder(LocalEmbedder.Params(max_batch_tokens=0, precision=precision)).embed(texts)
     assert budgeted.dtype == np.float32 and budgeted.shape == (len(texts), 384)
