@@ -30,7 +30,6 @@ import json
 import logging
 import os
 import re
-import reprlib
 import sys
 import threading
 import time
@@ -44,6 +43,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from graphroute.core.api.constants import DEFAULT_ROUTE
 from graphroute.core.api.models import Box, Citation
+from graphroute.core.api.values import echo
 from graphroute.core.config.overrides import overrides_from_mapping
 from graphroute.core.config.resolve import load_route
 from graphroute.core.config.route import find_route, list_routes
@@ -82,7 +82,6 @@ MAX_JOBS_KEPT = 200
 # /health answers 503 when the store does not answer within this (a prober's timeout is
 # typically 5-10 s); the check runs on a thread of its own, never a query thread
 HEALTH_TIMEOUT_S = 4.0
-ECHO_CHARS = 80  # the longest piece of a request's input an error body repeats
 
 
 # --------------------------------------------------------------------------- configuration
@@ -335,17 +334,6 @@ def redact_paths(message: str) -> str:
     becomes ``x.yaml:10``): an error body tells a client what went wrong, not where the
     server keeps its files."""
     return _WINDOWS_PATH.sub(r"\1", _POSIX_PATH.sub(r"\1", message))
-
-
-def echo(value: Any, limit: int = ECHO_CHARS) -> str:
-    """A short prefix of a request value, for an error body (never the whole input)."""
-    if isinstance(value, str):
-        text = value
-    else:
-        short = reprlib.Repr()
-        short.maxstring = short.maxother = limit
-        text = short.repr(value)
-    return text if len(text) <= limit else text[:limit] + f"... ({len(text):,} characters)"
 
 
 def validation_message(errors: Any) -> str:
