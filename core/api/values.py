@@ -20,6 +20,9 @@ from pydantic import BaseModel
 ECHO_CHARS = 80
 # stage ids and parameter names in overrides: the longest a route's own ids reasonably are
 MAX_NAME_CHARS = 128
+# how deeply a value given in an override (JSON or YAML) may nest: a stage's parameters are
+# a few levels deep; deeper input only makes the recursive copy and validation fail
+MAX_VALUE_DEPTH = 32
 
 TRUE_WORDS = frozenset({"true", "1", "yes"})
 FALSE_WORDS = frozenset({"false", "0", "no"})
@@ -55,6 +58,21 @@ def echo(value: Any, limit: int = ECHO_CHARS, *, quote: bool = False) -> str:
     short.maxlevel = 3
     text = short.repr(value)
     return text if len(text) <= limit else text[:limit] + "..."
+
+
+def too_deep(value: Any, limit: int = MAX_VALUE_DEPTH) -> bool:
+    """Whether ``value`` nests lists and mappings more than ``limit`` levels deep (walked
+    level by level, without recursion, and only as far as the limit)."""
+    containers = dict | list | tuple
+    level: list[Any] = [value] if isinstance(value, containers) else []
+    for _ in range(limit):
+        level = [
+            child for item in level for child in (item.values() if isinstance(item, dict) else item)
+            if isinstance(child, containers)
+        ]
+        if not level:
+            return False
+    return bool(level)
 
 
 def env_flag(name: str, default: bool = False) -> bool:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
-from graphroute.core.api.values import MAX_NAME_CHARS, echo, parse_bool
+from graphroute.core.api.values import MAX_NAME_CHARS, MAX_VALUE_DEPTH, echo, parse_bool, too_deep
 from graphroute.core.config.route import (
     ParallelSpec,
     RouteConfig,
@@ -19,6 +19,7 @@ from graphroute.core.config.route import (
     list_routes,
     load_route_file,
 )
+from graphroute.core.config.yaml_lines import BoundedLoader
 from graphroute.core.errors import RouteConfigError
 
 # --------------------------------------------------------------------------- overrides
@@ -53,12 +54,26 @@ class Overrides:
         return not self.params and not self.enabled
 
 
-def parse_value(text: str) -> Any:
-    """``0.4`` -> float, ``true`` -> bool, ``[a, b]`` -> list, anything else -> str."""
+def parse_value(text: str, what: str = "value") -> Any:
+    """``0.4`` -> float, ``true`` -> bool, ``[a, b]`` -> list, anything else -> str. YAML
+    aliases and nesting deeper than MAX_VALUE_DEPTH are refused (RouteConfigError naming
+    ``what``): a value never expands beyond what was written."""
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=BoundedLoader)
+    except RouteConfigError as exc:
+        raise RouteConfigError(f"{what}: {exc.message}", fix=exc.fix) from None
     except yaml.YAMLError:
         return text
+
+
+def _value(value: Any, stage_id: str, param: str, origin: str) -> Any:
+    """An override's value when it nests at most MAX_VALUE_DEPTH levels deep."""
+    if too_deep(value):
+        raise RouteConfigError(
+            f"{origin}: the value of {stage_id}.{param} nests more than {MAX_VALUE_DEPTH} levels deep",
+            stage=stage_id, fix="a stage's parameters are a few levels deep; write the value flatter",
+        )
+    return value
 
 
 def _name(name: str, what: str, origin: str) -> str:
@@ -97,7 +112,7 @@ def overrides_from_cli(
         if param == "enabled":
             ov.enabled[stage_id] = parse_bool(value, f"--set {key}")
         else:
-            ov.params[(stage_id, param)] = parse_value(value)
+            ov.params[(stage_id, param)] = parse_value(value, f"--set {key}")
     for s in disable:
         ov.enabled[_name(s, "stage id", "--disable")] = False
     for s in enable:
@@ -120,7 +135,7 @@ def overrides_from_env(environ: Mapping[str, str] | None = None) -> Overrides:
         if param == "enabled":
             ov.enabled[stage_id] = parse_bool(value, name)
         else:
-            ov.params[(stage_id, param)] = parse_value(value)
+            ov.params[(stage_id, param)] = parse_value(value, name)
     return ov
 
 
@@ -136,13 +151,13 @@ def overrides_from_mapping(mapping: Mapping[str, Any] | None) -> Overrides:
                 if param == "enabled":
                     ov.enabled[key] = parse_bool(v, f"override {key}.enabled")
                 else:
-                    ov.params[(key, param)] = v
+                    ov.params[(key, param)] = _value(v, key, param, ov.origin)
         elif "." in key and all(key.split(".", 1)):
             stage_id, param = _names(key, ov.origin)
             if param == "enabled":
                 ov.enabled[stage_id] = parse_bool(value, f"override {key}")
             else:
-                ov.params[(stage_id, param)] = value
+                ov.params[(stage_id, param)] = _value(value, stage_id, param, ov.origin)
         else:
             raise RouteConfigError(
                 f"bad override key {echo(key, quote=True)}", fix='use "STAGE_ID.PARAM" or {"STAGE_ID": {"PARAM": value}}'

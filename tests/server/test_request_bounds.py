@@ -3,6 +3,8 @@ message naming the parameter and its limit, and never make the server do unbound
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from fastapi.testclient import TestClient
 from graphroute.core import GraphRoute
@@ -34,3 +36,15 @@ def test_an_error_repeats_a_short_prefix_of_a_huge_override(client: TestClient, 
     assert r.status_code == 400, r.text[:300]
     assert says in r.json()["message"]
     assert len(r.content) < 3000, r.text[:300]
+
+
+@pytest.mark.parametrize("shape", ["dotted", "nested"])
+def test_a_deeply_nested_override_value_is_refused(client: TestClient, shape: str) -> None:
+    value = json.loads("[" * 600 + "]" * 600)  # deep enough to exhaust the recursive copy
+    overrides = {"overlap.top_k": value} if shape == "dotted" else {"overlap": {"top_k": value}}
+    r = client.post("/query", json={"question": "travel", "route": "t_route", "overrides": overrides})
+    assert r.status_code == 400, r.text[:300]  # was a 500 (RecursionError)
+    assert r.json()["message"] == (
+        "<route>: stage 'overlap': API overrides: the value of overlap.top_k nests more than 32 levels deep\n"
+        "  fix: a stage's parameters are a few levels deep; write the value flatter"
+    )

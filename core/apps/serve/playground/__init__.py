@@ -44,6 +44,7 @@ from graphroute.core.apps.serve.server import (
 from graphroute.core.config.overrides import Overrides, overrides_from_cli
 from graphroute.core.config.resolve import ResolvedRoute, load_route
 from graphroute.core.config.route import ParallelSpec, StageSpec, parse_route_text
+from graphroute.core.config.yaml_lines import BoundedLineLoader
 from graphroute.core.errors import RouteConfigError
 from graphroute.core.index.manage import MAX_GROUP_CHARS
 from graphroute.core.query.runner import run_route
@@ -506,25 +507,12 @@ def export_command(route: str, current: ResolvedRoute, changed: dict[str, list[s
     return " ".join(shlex.quote(a) for a in args)
 
 
-def _reject_aliases(text: str) -> None:
-    """YAML aliases can expand a small file into a huge document: a route never needs them."""
-    try:
-        for token in yaml.scan(text, Loader=yaml.SafeLoader):
-            if isinstance(token, yaml.AliasToken | yaml.AnchorToken):
-                line = token.start_mark.line + 1
-                raise RouteConfigError("YAML anchors and aliases are not accepted here", file=PASTED, line=line,
-                                       fix="write the values out")
-    except yaml.YAMLError:
-        return  # parse_route_text reports the syntax error with its line
-
-
 def import_config(text: str, registry: Registry, known_route: Callable[[str], Any]) -> ImportResponse:
     """The configuration a route file describes, when it `extends` a route and only switches
     stages or sets their parameters (what the playground can show)."""
     import re
 
-    _reject_aliases(text)
-    cfg = parse_route_text(text, PASTED)
+    cfg = parse_route_text(text, PASTED, BoundedLineLoader)
     parent = cfg.extends
     if not parent:
         raise RouteConfigError(
