@@ -4,7 +4,11 @@ message naming the parameter and its limit, and never make the server do unbound
 from __future__ import annotations
 
 import json
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 from graphroute.core import GraphRoute
@@ -48,3 +52,58 @@ def test_a_deeply_nested_override_value_is_refused(client: TestClient, shape: st
         "<route>: stage 'overlap': API overrides: the value of overlap.top_k nests more than 32 levels deep\n"
         "  fix: a stage's parameters are a few levels deep; write the value flatter"
     )
+
+
+CUE_ROUTE = (
+    "name: t_cues\ndescription: weight_profile's cues, then word overlap\nstages:\n"
+    "  - use: weight_profile\n    with: {use_embeddings: false}\n  - use: t_overlap\n  - use: t_answer\n"
+)
+# a cue that backtracks exponentially on a run of a's that does not end the question: with
+# the re module 40 a's take over a minute with the interpreter lock held (the server froze)
+EVIL = {"evil": {"w1": 0.5, "w2": 0.3, "w3": 0.2, "cues": ["(a|aa)+$"]}}
+
+
+def test_a_backtracking_cue_stops_at_the_deadline_and_the_server_keeps_answering(engine: GraphRoute, routes_dir: Path) -> None:
+    (routes_dir / "t_cues.yaml").write_text(CUE_ROUTE, encoding="utf-8")
+    client = TestClient(make_app(engine, request_timeout_s=2.0))
+    ok = client.post("/query", json={"question": "travel requests", "route": "t_cues"})
+    assert ok.status_code == 200, ok.text
+
+    def evil() -> httpx.Response:
+        return client.post("/query", json={"question": "a" * 40 + "!", "route": "t_cues",
+                                           "overrides": {"weight_profile": {"profiles": EVIL}}})
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        t0 = time.perf_counter()
+        running = pool.submit(evil)
+        time.sleep(0.5)
+        health_t0 = time.perf_counter()
+        health = client.get("/health")
+        health_s = time.perf_counter() - health_t0
+        r = running.result(timeout=120)
+        took = time.perf_counter() - t0
+    assert health.status_code == 200 and health_s < 1.0, health_s
+    assert r.status_code == 504 and r.json()["error"] == "timeout", r.text
+    assert took < 6.0, took
+    again = client.post("/query", json={"question": "travel requests", "route": "t_cues"})
+    assert again.status_code == 200  # the query's thread was freed
+
+
+@pytest.mark.parametrize(
+    ("profiles", "says"),
+    [
+        ({"p": {"w1": 0.5, "w2": 0.3, "w3": 0.2, "cues": ["("]}}, "is not a regular expression"),
+        ({"p": {"w1": 0.5, "w2": 0.3, "w3": 0.2, "cues": ["x"] * 21}}, "at most 20 items"),
+        ({"p": {"w1": 0.5, "w2": 0.3, "w3": 0.2, "cues": ["x" * 501]}}, "at most 500 characters"),
+        ({"p": {"w1": 0.5, "w2": 0.3, "w3": 0.2, "examples": [f"q{i}" for i in range(21)]}}, "at most 20 items"),
+        ({f"p{i}": {"w1": 0.5, "w2": 0.3, "w3": 0.2} for i in range(21)}, "at most 20 items"),
+    ],
+    ids=["bad-regex", "many-cues", "long-cue", "many-examples", "many-profiles"],
+)
+def test_weight_profile_profiles_are_bounded(engine: GraphRoute, routes_dir: Path, profiles: dict, says: str) -> None:
+    (routes_dir / "t_cues.yaml").write_text(CUE_ROUTE, encoding="utf-8")
+    client = TestClient(make_app(engine))
+    r = client.post("/query", json={"question": "travel", "route": "t_cues", "overrides": {"weight_profile": {"profiles": profiles}}})
+    assert r.status_code == 400 and r.json()["error"] == "route_config", r.text
+    message = r.json()["message"]
+    assert "bad value for `profiles" in message and "of stage `weight_profile`" in message and says in message, message
