@@ -66,3 +66,12 @@ def test_a_deeply_nested_pasted_route_is_refused_at_once(served: Served) -> None
     assert r.status_code == 400, r.text[:300]  # was a RecursionError, after >10 s of scanning
     assert "nests more than 32 levels deep" in r.json()["message"] and "<pasted route>:3" in r.json()["message"]
     assert took < 3.0, took
+
+
+def test_the_playground_cannot_set_where_a_stage_connects(served: Served) -> None:
+    config = {"route": "route2_local", "set": ["ner_seeds.llm=openai", "ner_seeds.llm_params={base_url: 'http://127.0.0.1:9/v1', api_key_env: NEO4J_PASSWORD}"]}
+    with served.client() as c:
+        q = c.post("/playground/query", json={"question": "What is the monthly management fee?", "config": config})
+        r = c.post("/playground/resolve", json={"config": config}).json()
+    assert q.status_code == 400 and "cannot be set in a request" in q.json()["message"], q.text
+    assert not r["ok"] and {(e["stage"], e["param"]) for e in r["errors"]} == {("ner_seeds", "llm"), ("ner_seeds", "llm_params")}

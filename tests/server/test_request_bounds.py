@@ -3,8 +3,11 @@ message naming the parameter and its limit, and never make the server do unbound
 
 from __future__ import annotations
 
+import http.server
 import json
+import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -107,3 +110,46 @@ def test_weight_profile_profiles_are_bounded(engine: GraphRoute, routes_dir: Pat
     assert r.status_code == 400 and r.json()["error"] == "route_config", r.text
     message = r.json()["message"]
     assert "bad value for `profiles" in message and "of stage `weight_profile`" in message and says in message, message
+
+
+@pytest.fixture
+def listener() -> Iterator[tuple[str, list[str]]]:
+    """A loopback HTTP server that records the Authorization header of every request."""
+    seen: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            seen.append(self.headers.get("authorization") or "")
+            self.rfile.read(int(self.headers.get("content-length") or 0))
+            self.send_response(500)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1", seen
+    server.shutdown()
+
+
+def test_a_request_cannot_point_a_stage_at_its_own_url_with_a_server_secret(
+    engine: GraphRoute, routes_dir: Path, listener: tuple[str, list[str]], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pytest.importorskip("openai")
+    url, seen = listener
+    monkeypatch.setenv("GR_TEST_SERVER_SECRET", "the-servers-own-secret")
+    (routes_dir / "t_cues.yaml").write_text(CUE_ROUTE, encoding="utf-8")
+    client = TestClient(make_app(engine))
+    llm_params = {"base_url": url, "api_key_env": "GR_TEST_SERVER_SECRET", "max_retries": 0, "cache": False}
+    for overrides in (
+        {"weight_profile": {"classifier": "llm", "llm": "openai", "llm_params": llm_params}},
+        {"weight_profile.classifier": "llm", "weight_profile.llm": "openai", "weight_profile.llm_params": llm_params},
+    ):
+        r = client.post("/query", json={"question": "travel", "route": "t_cues", "overrides": overrides})
+        assert r.status_code == 400 and r.json()["error"] == "route_config", r.text
+        assert "of stage `weight_profile` cannot be set in a request" in r.json()["message"]
+    assert seen == []  # before: "Bearer the-servers-own-secret", sent to the client's URL
+    plain = client.post("/query", json={"question": "travel", "route": "t_cues", "overrides": {"weight_profile.use_embeddings": False}})
+    assert plain.status_code == 200, plain.text

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from graphroute.core.api.constants import DEFAULT_ROUTE
 from graphroute.core.api.models import Box, Citation
 from graphroute.core.api.values import echo
-from graphroute.core.config.overrides import overrides_from_mapping
+from graphroute.core.config.overrides import Overrides, overrides_from_mapping
 from graphroute.core.config.resolve import load_route
 from graphroute.core.config.route import find_route, list_routes
 from graphroute.core.config.settings import DEFAULT_MAX_QUESTION_CHARS, Settings
@@ -68,6 +68,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
+    from graphroute.core.config.resolve import ResolvedRoute
     from graphroute.core.engine import GraphRoute
 
 T = TypeVar("T")
@@ -349,6 +350,25 @@ def validation_message(errors: Any) -> str:
     if len(errors) > 5:
         parts.append(f"and {len(errors) - 5} more")
     return "; ".join(parts) or "invalid request"
+
+
+def refuse_server_side(base: "ResolvedRoute", ov: Overrides) -> None:
+    """A RouteConfigError when a request's overrides set a parameter marked
+    :data:`~graphroute.core.api.stage.SERVER_SIDE` on a stage of ``base`` (the route as the
+    server resolves it): which client a stage calls, its URL and the environment variable of
+    its key are the server's to choose, or a client could have the server send its keys to
+    any URL."""
+    classes = {rs.spec.key: rs.cls for rs in base.stages()}
+    for stage_id, param in ov.params:
+        cls = classes.get(stage_id)
+        if cls is not None and param in cls.Params.server_side():
+            raise RouteConfigError(
+                f"`{param}` of stage `{cls.name}` cannot be set in a request: it chooses where the "
+                "server connects and which of its environment variables it sends there",
+                file=base.config.source, stage=stage_id,
+                fix="set it in a route file on the server (a $GRAPHROUTE_ROUTES folder), or the "
+                "server's GRAPHROUTE_LLM / GRAPHROUTE_LLM_PARAMS, and pick that route by name",
+            )
 
 
 # --------------------------------------------------------------------------- middleware
@@ -885,6 +905,7 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
         overrides = overrides_from_mapping(body.overrides)
 
         def work() -> dict[str, Any]:
+            refuse_server_side(gr.route(route), overrides)
             known_group(group)
             return gr.query(body.question, route=route, group=group, overrides=overrides).to_public_json()
 

@@ -40,6 +40,7 @@ from graphroute.core.apps.serve.server import (
     QueryResponse,
     _error_responses,
     redact_paths,
+    refuse_server_side,
 )
 from graphroute.core.config.overrides import Overrides, overrides_from_cli
 from graphroute.core.config.resolve import ResolvedRoute, load_route
@@ -415,9 +416,12 @@ def _problems(route: str, config: PlaygroundConfig, registry: Registry) -> list[
         return [FieldError(message=exc.render())]
     errors: list[FieldError] = []
     bad: set[tuple[str, str]] = set()
+    base = load_route(route, registry)
     for key, value in ov.params.items():
         try:
-            load_route(route, registry, overrides=Overrides({key: value}, {}, ov.origin, ov.strict))
+            one = Overrides({key: value}, {}, ov.origin, ov.strict)
+            refuse_server_side(base, one)
+            load_route(route, registry, overrides=one)
         except RouteConfigError as exc:
             bad.add(key)
             errors.append(FieldError(stage=exc.stage or key[0], param=key[1], message=exc.render()))
@@ -653,7 +657,9 @@ def run_one(gr: GraphRoute, question: str, group: str, config: PlaygroundConfig)
     """Answer one question with one configuration; keep the blackboard for the graph view."""
     if not question.strip():
         raise ApiError(400, "bad_request", "the question is empty")
-    resolved = gr.route(config.route, config.overrides())
+    ov = config.overrides()
+    refuse_server_side(gr.route(config.route), ov)
+    resolved = gr.route(config.route, ov)
     state = QueryState(question=question, group=group)
     result = run_route(resolved, question, gr.services(group), state)
     return RunResponse(
@@ -730,6 +736,8 @@ def run_question_set(gr: GraphRoute, group: str, body: QuestionSetRequest) -> Qu
         questions.append(Question(id=sq.id or f"q{n}", question=sq.question, answers=answers, gold=gold, answerable=answerable))
     services = gr.services(group)
     configs = [(label, config, config.overrides()) for label, config in (("A", body.a), ("B", body.b))]
+    for _, config, ov in configs:
+        refuse_server_side(gr.route(config.route), ov)
     resolved = [gr.route(config.route, ov) for _, config, ov in configs]
     records: list[list[dict[str, Any]]] = [[], []]
     for n, q in enumerate(questions):
