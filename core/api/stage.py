@@ -92,6 +92,13 @@ class Slot(StrEnum):
     ANSWER = "answer"  # the answer and its citations
 
 
+# ``json_schema_extra`` of a stage parameter that chooses where the process connects and
+# which of its environment variables (an API key's) it sends there: a route file on the
+# server sets it, an HTTP request's overrides never do (a client would name its own URL and
+# the server's secret)
+SERVER_SIDE: dict[str, Any] = {"server_side": True}
+
+
 class StageParams(BaseModel):
     """Base for every stage's ``Params``: unknown keys are an error, not silently ignored,
     and a boolean given as text follows :func:`~graphroute.core.api.values.parse_bool`."""
@@ -102,6 +109,14 @@ class StageParams(BaseModel):
     @classmethod
     def _strict_booleans(cls, data: Any) -> Any:
         return strict_booleans(cls, data)
+
+    @classmethod
+    def server_side(cls) -> list[str]:
+        """The parameters marked :data:`SERVER_SIDE`."""
+        return [
+            name for name, info in cls.model_fields.items()
+            if isinstance(info.json_schema_extra, dict) and info.json_schema_extra.get("server_side")
+        ]
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from graphroute.core.api.components import Component, ComponentParams, LLMClient
+from graphroute.core.api.values import echo
 from graphroute.core.config.settings import Settings, env_json
 from graphroute.core.errors import ConfigError, LLMConfigError
 from graphroute.core.registry import Registry
@@ -70,10 +71,10 @@ def param_problem(exc: ValidationError, kind: str, name: str) -> str:
     names the parameter and the component: "unknown parameter `x` for stage `y`", or "bad
     value for `x` of stage `y`: <why> (got <value>)"; routes and index profiles word it alike."""
     err = exc.errors()[0]
-    param = ".".join(str(p) for p in err["loc"]) or "?"
+    param = echo(".".join(str(p) for p in err["loc"]) or "?")
     if err["type"] == "extra_forbidden":
         return f"unknown parameter `{param}` for {kind} `{name}`"
-    return f"bad value for `{param}` of {kind} `{name}`: {err['msg']} (got {err.get('input')!r})"
+    return f"bad value for `{param}` of {kind} `{name}`: {echo(err['msg'], 300)} (got {echo(err.get('input'), quote=True)})"
 
 
 def make_llm(registry: Registry, name: str, params: dict[str, object]) -> LLMClient:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
-from graphroute.core.api.values import parse_bool
+from graphroute.core.api.values import MAX_NAME_CHARS, MAX_VALUE_DEPTH, echo, parse_bool, too_deep
 from graphroute.core.config.route import (
     ParallelSpec,
     RouteConfig,
@@ -19,6 +19,7 @@ from graphroute.core.config.route import (
     list_routes,
     load_route_file,
 )
+from graphroute.core.config.yaml_lines import BoundedLoader
 from graphroute.core.errors import RouteConfigError
 
 # --------------------------------------------------------------------------- overrides
@@ -53,12 +54,43 @@ class Overrides:
         return not self.params and not self.enabled
 
 
-def parse_value(text: str) -> Any:
-    """``0.4`` -> float, ``true`` -> bool, ``[a, b]`` -> list, anything else -> str."""
+def parse_value(text: str, what: str = "value") -> Any:
+    """``0.4`` -> float, ``true`` -> bool, ``[a, b]`` -> list, anything else -> str. YAML
+    aliases and nesting deeper than MAX_VALUE_DEPTH are refused (RouteConfigError naming
+    ``what``): a value never expands beyond what was written."""
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=BoundedLoader)
+    except RouteConfigError as exc:
+        raise RouteConfigError(f"{what}: {exc.message}", fix=exc.fix) from None
     except yaml.YAMLError:
         return text
+
+
+def _value(value: Any, stage_id: str, param: str, origin: str) -> Any:
+    """An override's value when it nests at most MAX_VALUE_DEPTH levels deep."""
+    if too_deep(value):
+        raise RouteConfigError(
+            f"{origin}: the value of {stage_id}.{param} nests more than {MAX_VALUE_DEPTH} levels deep",
+            stage=stage_id, fix="a stage's parameters are a few levels deep; write the value flatter",
+        )
+    return value
+
+
+def _name(name: str, what: str, origin: str) -> str:
+    """``name`` (a stage id or a parameter name) when it is short enough to be one; a
+    RouteConfigError otherwise, so no message repeats a request's megabyte-long key."""
+    if len(name) > MAX_NAME_CHARS:
+        raise RouteConfigError(
+            f"{origin}: {what} {echo(name, quote=True)} is longer than {MAX_NAME_CHARS} characters",
+            fix="name a stage of the route by its id (`graphroute routes show ROUTE`) and one of its parameters",
+        )
+    return name
+
+
+def _names(key: str, origin: str) -> tuple[str, str]:
+    """``STAGE_ID.PARAM`` split in two, each checked by :func:`_name`."""
+    stage_id, param = key.split(".", 1)
+    return _name(stage_id, "stage id", origin), _name(param, "parameter name", origin)
 
 
 def overrides_from_cli(
@@ -68,23 +100,23 @@ def overrides_from_cli(
     for item in sets:
         if "=" not in item or "." not in item.split("=", 1)[0]:
             raise RouteConfigError(
-                f"bad --set {item!r}", fix="write --set STAGE_ID.PARAM=VALUE, e.g. --set score_gap.threshold=0.4"
+                f"bad --set {echo(item, quote=True)}", fix="write --set STAGE_ID.PARAM=VALUE, e.g. --set score_gap.threshold=0.4"
             )
         key, value = item.split("=", 1)
-        stage_id, param = key.split(".", 1)
+        stage_id, param = _names(key, "--set")
         if not stage_id or not param:
             raise RouteConfigError(
-                f"bad --set {item!r}: no stage id or no parameter",
+                f"bad --set {echo(item, quote=True)}: no stage id or no parameter",
                 fix="write --set STAGE_ID.PARAM=VALUE, e.g. --set score_gap.threshold=0.4",
             )
         if param == "enabled":
             ov.enabled[stage_id] = parse_bool(value, f"--set {key}")
         else:
-            ov.params[(stage_id, param)] = parse_value(value)
+            ov.params[(stage_id, param)] = parse_value(value, f"--set {key}")
     for s in disable:
-        ov.enabled[s] = False
+        ov.enabled[_name(s, "stage id", "--disable")] = False
     for s in enable:
-        ov.enabled[s] = True
+        ov.enabled[_name(s, "stage id", "--enable")] = True
     return ov
 
 
@@ -103,7 +135,7 @@ def overrides_from_env(environ: Mapping[str, str] | None = None) -> Overrides:
         if param == "enabled":
             ov.enabled[stage_id] = parse_bool(value, name)
         else:
-            ov.params[(stage_id, param)] = parse_value(value)
+            ov.params[(stage_id, param)] = parse_value(value, name)
     return ov
 
 
@@ -113,20 +145,22 @@ def overrides_from_mapping(mapping: Mapping[str, Any] | None) -> Overrides:
     ov = Overrides(origin="API overrides")
     for key, value in (mapping or {}).items():
         if isinstance(value, Mapping):
+            _name(key, "stage id", ov.origin)
             for param, v in value.items():
+                _name(str(param), "parameter name", ov.origin)
                 if param == "enabled":
                     ov.enabled[key] = parse_bool(v, f"override {key}.enabled")
                 else:
-                    ov.params[(key, param)] = v
+                    ov.params[(key, param)] = _value(v, key, param, ov.origin)
         elif "." in key and all(key.split(".", 1)):
-            stage_id, param = key.split(".", 1)
+            stage_id, param = _names(key, ov.origin)
             if param == "enabled":
                 ov.enabled[stage_id] = parse_bool(value, f"override {key}")
             else:
-                ov.params[(stage_id, param)] = value
+                ov.params[(stage_id, param)] = _value(value, stage_id, param, ov.origin)
         else:
             raise RouteConfigError(
-                f"bad override key {key!r}", fix='use "STAGE_ID.PARAM" or {"STAGE_ID": {"PARAM": value}}'
+                f"bad override key {echo(key, quote=True)}", fix='use "STAGE_ID.PARAM" or {"STAGE_ID": {"PARAM": value}}'
             )
     return ov
 

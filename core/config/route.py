@@ -192,10 +192,15 @@ def _declared_name(path: Path) -> str | None:
     return name if isinstance(name, str) else None
 
 
-def parse_route_text(text: str, source: str) -> RouteConfig:
-    """Parse YAML text into a :class:`RouteConfig` (no extends, no validation)."""
+def parse_route_text(text: str, source: str, loader: type[LineLoader] = LineLoader) -> RouteConfig:
+    """Parse YAML text into a :class:`RouteConfig` (no extends, no validation); ``loader``
+    :class:`BoundedLineLoader` for a route a request sends."""
     try:
-        data = yaml.load(text, Loader=LineLoader)
+        data = yaml.load(text, Loader=loader)
+    except RouteConfigError as exc:  # the bounded loader's refusal: said of this text
+        exc.file = source
+        exc.args = (exc.render(),)
+        raise
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from graphroute.core.api.components import LLMClient, LLMResponse
-from graphroute.core.api.stage import StageContext, StageParams
+from graphroute.core.api.stage import SERVER_SIDE, StageContext, StageParams
 from graphroute.core.errors import LLMOutputError, LLMRefusalError, RemoteCallError
 from graphroute.core.lib.deadline import check_deadline
 from pydantic import BaseModel, Field, ValidationError
@@ -230,9 +230,12 @@ class LLMStageParams(StageParams):
     llm: str | None = Field(
         None,
         description="LLM client for this stage (e.g. openai); default: the process client "
-        "from GRAPHROUTE_LLM.",
+        "from GRAPHROUTE_LLM. Not settable in an HTTP request's overrides.",
+        json_schema_extra=SERVER_SIDE,
     )
     llm_params: dict[str, object] = Field(
         default_factory=dict,
-        description="Parameters of that client (model, base_url, api_key_env, ...; never the key).",
+        description="Parameters of that client (model, base_url, api_key_env, ...; never the key). "
+        "Not settable in an HTTP request's overrides.",
+        json_schema_extra=SERVER_SIDE,
     )

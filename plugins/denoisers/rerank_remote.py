@@ -12,7 +12,15 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from graphroute.core.api.stage import QueryState, Slot, Stage, StageContext, StageKind, StageParams
+from graphroute.core.api.stage import (
+    SERVER_SIDE,
+    QueryState,
+    Slot,
+    Stage,
+    StageContext,
+    StageKind,
+    StageParams,
+)
 from graphroute.core.hookspecs import hookimpl
 from graphroute.plugins.denoisers.context import strip_internal_tags
 from graphroute.plugins.embedders.remote import VOYAGE_PRICES, VoyageBase, VoyageConnection
@@ -39,8 +47,14 @@ class VoyageRerank(Stage):
         max_candidates: int = Field(
             100, ge=1, le=1000, description="Rerank only the best N by current score; the rest are dropped."
         )
-        base_url: str | None = Field(None, description="API base URL (default: VOYAGE_BASE_URL or the public API).")
-        api_key_env: str = Field("VOYAGE_API_KEY", description="NAME of the environment variable holding the key.")
+        base_url: str | None = Field(
+            None, description="API base URL (default: VOYAGE_BASE_URL or the public API). Not settable in an HTTP request's overrides.",
+            json_schema_extra=SERVER_SIDE,
+        )
+        api_key_env: str = Field(
+            "VOYAGE_API_KEY", description="NAME of the environment variable holding the key. Not settable in an HTTP request's overrides.",
+            json_schema_extra=SERVER_SIDE,
+        )
         timeout: float = Field(30.0, gt=0.0, le=600.0, description="Seconds per request.")
         max_retries: int = Field(3, ge=0, le=10, description="Retries on 429 / 5xx / timeout, with backoff.")
         backoff_s: float = Field(0.5, ge=0.0, le=60.0, description="First backoff delay; doubles per retry.")

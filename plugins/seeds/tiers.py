@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import re
 import threading
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from itertools import chain
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
+import regex
 from graphroute.core.api.models import EdgeType, Label, Seed, SeedArray
 from graphroute.core.api.stage import (
     DampingRule,
@@ -37,10 +38,11 @@ from graphroute.core.api.store import GraphStore, counted_nodes, per_version
 from graphroute.core.errors import LLMOutputError
 from graphroute.core.hookspecs import hookimpl
 from graphroute.core.lib.communities import THEMATIC_COMMUNITIES
+from graphroute.core.lib.deadline import check_deadline, remaining
 from graphroute.core.lib.llm import LLMStageParams, complete_json, record_usage
 from graphroute.core.lib.topk import largest
 from graphroute.plugins.baselines.lexical import lexical_hits
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .communities import documents, most_mentioned
 
@@ -345,6 +347,19 @@ class PassageSeeds(Stage):
 # --------------------------------------------------------------------------- weight profile
 
 
+# what one route (or one request's override) may give weight_profile: the shipped profiles
+# use 5 of each and 2-6 cues; each example is embedded, each cue run on the question
+MAX_PROFILES = 20
+MAX_CUES = 20
+MAX_CUE_CHARS = 500
+MAX_EXAMPLES = 20
+MAX_EXAMPLE_CHARS = 1000
+EXAMPLE_CACHE_SIZE = 64  # sets of embedded examples kept (a route's profiles are one set each)
+
+Cue = Annotated[str, Field(min_length=1, max_length=MAX_CUE_CHARS)]
+Example = Annotated[str, Field(min_length=1, max_length=MAX_EXAMPLE_CHARS)]
+
+
 class Profile(BaseModel):
     """One query type of route5 §2.3: tier weights plus the cues that recognise it."""
 
@@ -353,8 +368,24 @@ class Profile(BaseModel):
     w1: float = Field(ge=0.0, le=1.0, description="Entity tier weight.")
     w2: float = Field(ge=0.0, le=1.0, description="Structural tier weight.")
     w3: float = Field(ge=0.0, le=1.0, description="Thematic tier weight.")
-    cues: list[str] = Field(default_factory=list, description="Case-insensitive regexes; each match is a vote.")
-    examples: list[str] = Field(default_factory=list, description="Example questions for the embedding classifier.")
+    cues: list[Cue] = Field(
+        default_factory=list, max_length=MAX_CUES,
+        description=f"Case-insensitive regexes (at most {MAX_CUES}, {MAX_CUE_CHARS} characters each); each match is a vote.",
+    )
+    examples: list[Example] = Field(
+        default_factory=list, max_length=MAX_EXAMPLES,
+        description=f"Example questions for the embedding classifier (at most {MAX_EXAMPLES}, {MAX_EXAMPLE_CHARS} characters each).",
+    )
+
+    @field_validator("cues")
+    @classmethod
+    def _compiles(cls, cues: list[str]) -> list[str]:
+        for cue in cues:
+            try:
+                regex.compile(cue, regex.IGNORECASE)
+            except regex.error as exc:
+                raise ValueError(f"cue {cue[:80]!r} is not a regular expression: {exc}") from None
+        return cues
 
 
 DEFAULT_PROFILES: dict[str, Profile] = {
@@ -396,12 +427,24 @@ DEFAULT_PROFILES: dict[str, Profile] = {
 }
 
 
-_example_cache: dict[tuple[str, tuple[str, ...]], np.ndarray] = {}
+_example_cache: OrderedDict[tuple[str, tuple[str, ...]], np.ndarray] = OrderedDict()
 _example_lock = threading.Lock()
 
 
+def cue_matches(cue: str, question: str) -> bool:
+    """Whether ``cue`` matches the question. Run by the ``regex`` module, which lets other
+    threads run meanwhile and stops at the query's deadline: a cue that backtracks
+    exponentially (``(a|aa)+$``) ends in QueryTimeoutError, not a frozen server."""
+    left = remaining()
+    try:
+        return regex.search(cue, question, regex.IGNORECASE, timeout=None if left is None else max(left, 0.0)) is not None
+    except TimeoutError:
+        check_deadline("weight_profile cue")
+        raise
+
+
 def cue_votes(question: str, profiles: Mapping[str, Profile]) -> dict[str, int]:
-    return {name: sum(1 for c in prof.cues if re.search(c, question, re.IGNORECASE)) for name, prof in profiles.items()}
+    return {name: sum(1 for c in prof.cues if cue_matches(c, question)) for name, prof in profiles.items()}
 
 
 def classify(
@@ -448,7 +491,10 @@ class WeightProfile(Stage):
     class Params(LLMStageParams):
         profiles: dict[str, Profile] = Field(
             default_factory=lambda: {k: v.model_copy(deep=True) for k, v in DEFAULT_PROFILES.items()},
-            min_length=1, description="Query type -> weights, cue regexes, examples (route5 §2.3 table by default).",
+            min_length=1, max_length=MAX_PROFILES,
+            description=f"Query type -> weights, cue regexes, examples (route5 §2.3 table by default). At most {MAX_PROFILES} "
+            f"profiles, each with at most {MAX_CUES} cues of {MAX_CUE_CHARS} characters and {MAX_EXAMPLES} examples of "
+            f"{MAX_EXAMPLE_CHARS:,} characters; a cue runs with the query's time limit.",
         )
         classifier: Literal["offline", "llm"] = Field(
             "offline", description="offline: cue regexes then nearest example embedding; llm: ask the configured LLM (offline fallback)."
@@ -502,10 +548,14 @@ class WeightProfile(Stage):
             key = (emb.model_id, tuple(prof.examples))
             with _example_lock:
                 vecs = _example_cache.get(key)
+                if vecs is not None:
+                    _example_cache.move_to_end(key)
             if vecs is None:
                 vecs = np.asarray(emb.embed(prof.examples, input_type="query"), dtype=np.float32)
                 with _example_lock:
                     _example_cache[key] = vecs
+                    while len(_example_cache) > EXAMPLE_CACHE_SIZE:
+                        _example_cache.popitem(last=False)
             out[name] = float(np.max(vecs @ np.asarray(q, dtype=np.float32)))
         return out
 

@@ -30,7 +30,6 @@ import json
 import logging
 import os
 import re
-import reprlib
 import sys
 import threading
 import time
@@ -44,7 +43,8 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from graphroute.core.api.constants import DEFAULT_ROUTE
 from graphroute.core.api.models import Box, Citation
-from graphroute.core.config.overrides import overrides_from_mapping
+from graphroute.core.api.values import echo
+from graphroute.core.config.overrides import Overrides, overrides_from_mapping
 from graphroute.core.config.resolve import load_route
 from graphroute.core.config.route import find_route, list_routes
 from graphroute.core.config.settings import DEFAULT_MAX_QUESTION_CHARS, Settings
@@ -68,6 +68,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
+    from graphroute.core.config.resolve import ResolvedRoute
     from graphroute.core.engine import GraphRoute
 
 T = TypeVar("T")
@@ -82,7 +83,6 @@ MAX_JOBS_KEPT = 200
 # /health answers 503 when the store does not answer within this (a prober's timeout is
 # typically 5-10 s); the check runs on a thread of its own, never a query thread
 HEALTH_TIMEOUT_S = 4.0
-ECHO_CHARS = 80  # the longest piece of a request's input an error body repeats
 
 
 # --------------------------------------------------------------------------- configuration
@@ -337,17 +337,6 @@ def redact_paths(message: str) -> str:
     return _WINDOWS_PATH.sub(r"\1", _POSIX_PATH.sub(r"\1", message))
 
 
-def echo(value: Any, limit: int = ECHO_CHARS) -> str:
-    """A short prefix of a request value, for an error body (never the whole input)."""
-    if isinstance(value, str):
-        text = value
-    else:
-        short = reprlib.Repr()
-        short.maxstring = short.maxother = limit
-        text = short.repr(value)
-    return text if len(text) <= limit else text[:limit] + f"... ({len(text):,} characters)"
-
-
 def validation_message(errors: Any) -> str:
     """FastAPI's validation errors as one message ("body.question: Field required; ..."),
     the first five, without the offending input (pydantic puts the whole of it, up to the
@@ -361,6 +350,25 @@ def validation_message(errors: Any) -> str:
     if len(errors) > 5:
         parts.append(f"and {len(errors) - 5} more")
     return "; ".join(parts) or "invalid request"
+
+
+def refuse_server_side(base: "ResolvedRoute", ov: Overrides) -> None:
+    """A RouteConfigError when a request's overrides set a parameter marked
+    :data:`~graphroute.core.api.stage.SERVER_SIDE` on a stage of ``base`` (the route as the
+    server resolves it): which client a stage calls, its URL and the environment variable of
+    its key are the server's to choose, or a client could have the server send its keys to
+    any URL."""
+    classes = {rs.spec.key: rs.cls for rs in base.stages()}
+    for stage_id, param in ov.params:
+        cls = classes.get(stage_id)
+        if cls is not None and param in cls.Params.server_side():
+            raise RouteConfigError(
+                f"`{param}` of stage `{cls.name}` cannot be set in a request: it chooses where the "
+                "server connects and which of its environment variables it sends there",
+                file=base.config.source, stage=stage_id,
+                fix="set it in a route file on the server (a $GRAPHROUTE_ROUTES folder), or the "
+                "server's GRAPHROUTE_LLM / GRAPHROUTE_LLM_PARAMS, and pick that route by name",
+            )
 
 
 # --------------------------------------------------------------------------- middleware
@@ -897,6 +905,7 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
         overrides = overrides_from_mapping(body.overrides)
 
         def work() -> dict[str, Any]:
+            refuse_server_side(gr.route(route), overrides)
             known_group(group)
             return gr.query(body.question, route=route, group=group, overrides=overrides).to_public_json()
 

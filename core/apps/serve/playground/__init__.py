@@ -40,10 +40,12 @@ from graphroute.core.apps.serve.server import (
     QueryResponse,
     _error_responses,
     redact_paths,
+    refuse_server_side,
 )
 from graphroute.core.config.overrides import Overrides, overrides_from_cli
 from graphroute.core.config.resolve import ResolvedRoute, load_route
 from graphroute.core.config.route import ParallelSpec, StageSpec, parse_route_text
+from graphroute.core.config.yaml_lines import BoundedLineLoader
 from graphroute.core.errors import RouteConfigError
 from graphroute.core.index.manage import MAX_GROUP_CHARS
 from graphroute.core.query.runner import run_route
@@ -414,9 +416,12 @@ def _problems(route: str, config: PlaygroundConfig, registry: Registry) -> list[
         return [FieldError(message=exc.render())]
     errors: list[FieldError] = []
     bad: set[tuple[str, str]] = set()
+    base = load_route(route, registry)
     for key, value in ov.params.items():
         try:
-            load_route(route, registry, overrides=Overrides({key: value}, {}, ov.origin, ov.strict))
+            one = Overrides({key: value}, {}, ov.origin, ov.strict)
+            refuse_server_side(base, one)
+            load_route(route, registry, overrides=one)
         except RouteConfigError as exc:
             bad.add(key)
             errors.append(FieldError(stage=exc.stage or key[0], param=key[1], message=exc.render()))
@@ -506,25 +511,12 @@ def export_command(route: str, current: ResolvedRoute, changed: dict[str, list[s
     return " ".join(shlex.quote(a) for a in args)
 
 
-def _reject_aliases(text: str) -> None:
-    """YAML aliases can expand a small file into a huge document: a route never needs them."""
-    try:
-        for token in yaml.scan(text, Loader=yaml.SafeLoader):
-            if isinstance(token, yaml.AliasToken | yaml.AnchorToken):
-                line = token.start_mark.line + 1
-                raise RouteConfigError("YAML anchors and aliases are not accepted here", file=PASTED, line=line,
-                                       fix="write the values out")
-    except yaml.YAMLError:
-        return  # parse_route_text reports the syntax error with its line
-
-
 def import_config(text: str, registry: Registry, known_route: Callable[[str], Any]) -> ImportResponse:
     """The configuration a route file describes, when it `extends` a route and only switches
     stages or sets their parameters (what the playground can show)."""
     import re
 
-    _reject_aliases(text)
-    cfg = parse_route_text(text, PASTED)
+    cfg = parse_route_text(text, PASTED, BoundedLineLoader)
     parent = cfg.extends
     if not parent:
         raise RouteConfigError(
@@ -665,7 +657,9 @@ def run_one(gr: GraphRoute, question: str, group: str, config: PlaygroundConfig)
     """Answer one question with one configuration; keep the blackboard for the graph view."""
     if not question.strip():
         raise ApiError(400, "bad_request", "the question is empty")
-    resolved = gr.route(config.route, config.overrides())
+    ov = config.overrides()
+    refuse_server_side(gr.route(config.route), ov)
+    resolved = gr.route(config.route, ov)
     state = QueryState(question=question, group=group)
     result = run_route(resolved, question, gr.services(group), state)
     return RunResponse(
@@ -742,6 +736,8 @@ def run_question_set(gr: GraphRoute, group: str, body: QuestionSetRequest) -> Qu
         questions.append(Question(id=sq.id or f"q{n}", question=sq.question, answers=answers, gold=gold, answerable=answerable))
     services = gr.services(group)
     configs = [(label, config, config.overrides()) for label, config in (("A", body.a), ("B", body.b))]
+    for _, config, ov in configs:
+        refuse_server_side(gr.route(config.route), ov)
     resolved = [gr.route(config.route, ov) for _, config, ov in configs]
     records: list[list[dict[str, Any]]] = [[], []]
     for n, q in enumerate(questions):
