@@ -226,6 +226,20 @@ class Indexer:
 
         return ParseLimits.of(self.profile.parse)
 
+    def fingerprints(self) -> tuple[str, str]:
+        """Hashes of what makes the group's documents (segmenter, embedder and how it reads
+        documents, parse settings, loaders) and of its index steps: a run whose hashes differ
+        from the group's re-parses every document, or rebuilds the steps' layers."""
+        profile_json = self.profile.model_dump(by_alias=True, mode="json")
+        parse_fp = fingerprint([profile_json["segmenter"], profile_json["embedder"], profile_json["parse"], self.embedder().document_id]
+                               + ([profile_json["loaders"]] if self.profile.loaders else []))
+        return parse_fp, fingerprint(self._steps_key(profile_json["steps"]))
+
+    def is_current(self) -> bool:
+        """True when the group was last indexed, to the end, with this profile and embedder."""
+        old = self.store.get_meta(self.group, FINGERPRINT_META) or {}
+        return not old.get("pending") and (old.get("parse"), old.get("steps")) == self.fingerprints()
+
     # ------------------------------------------------------------------ the run
     def index_paths(
         self,
@@ -259,9 +273,7 @@ class Indexer:
         report.upgrades = self.store.upgrade_group(self.group)
         profile_json = self.profile.model_dump(by_alias=True, mode="json")
         model_id = self.embedder().model_id  # the runtime too: its vectors differ (EMBEDDER_MODEL_META)
-        parse_fp = fingerprint([profile_json["segmenter"], profile_json["embedder"], profile_json["parse"], self.embedder().document_id]
-                               + ([profile_json["loaders"]] if self.profile.loaders else []))
-        steps_fp = fingerprint(self._steps_key(profile_json["steps"]))
+        parse_fp, steps_fp = self.fingerprints()
         old_fp = self.store.get_meta(self.group, FINGERPRINT_META) or {}
         reparse_all = bool(old_fp) and old_fp.get("parse") != parse_fp
         # Written with the first document write of a run and cleared by its last write: a

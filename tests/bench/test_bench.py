@@ -215,3 +215,26 @@ def test_a_route_against_itself_is_same_without_a_second_run(runner: BenchRunner
     assert same["same_configuration"] is True
     other = run_ab(runner, Variant("A", "bm25"), Variant("B", "bm25", Overrides({("bm25", "top_k"): 1}, {})), progress=False)
     assert other["same_configuration"] is False and other["verdict"] == "REVERT"
+
+
+def test_a_bench_group_is_indexed_again_when_its_embedder_reads_documents_otherwise(
+    bench_files: dict[str, Path], dataset: Dataset, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bench's own record (corpus hash, profile) is not enough: a group whose documents
+    the embedder would now read otherwise (its document_id) is indexed again, not benchmarked
+    stale."""
+    from graphroute.plugins.embedders.local import LocalEmbedder
+
+    def runner() -> BenchRunner:
+        return make_runner({**bench_files, "store": tmp_path / "store"}, dataset)
+
+    first = runner()
+    assert first.prepare().cached is False
+    first.close()
+    again = runner()
+    assert again.prepare().cached is True
+    again.close()
+    monkeypatch.setattr(LocalEmbedder, "document_id", property(lambda self: f"{self.model_id}:read-otherwise"))
+    changed = runner()
+    assert changed.prepare().cached is False
+    changed.close()

@@ -30,6 +30,7 @@ from graphroute.core.config.overrides import Overrides
 from graphroute.core.config.route import ParallelSpec, load_route_file
 from graphroute.core.config.settings import Settings
 from graphroute.core.errors import RouteConfigError
+from graphroute.core.index.pipeline import Indexer
 
 if TYPE_CHECKING:
     from graphroute.core.config.resolve import ResolvedRoute
@@ -181,6 +182,12 @@ class BenchRunner:
 
         return content_hash(load_index_profile(self.profile).model_dump_json(by_alias=True))
 
+    def _indexer(self) -> Indexer:
+        """The indexer of the bench group: whether the group is current is the indexer's
+        call (its embedder may read documents otherwise than when the group was built)."""
+        gr = self.engine
+        return Indexer(gr.store, self.group, registry=gr.registry, settings=gr.settings, profile=self.profile)
+
     def prepare(self, force: bool = False) -> IndexInfo:
         """Index the corpus unless the group already holds it (same hash and profile)."""
         if self.index_info is not None and not force:
@@ -199,6 +206,7 @@ class BenchRunner:
             and meta.get("profile") == profile
             and meta.get("profile_fingerprint") == fingerprint
             and has_nodes
+            and self._indexer().is_current()
         ):
             info = IndexInfo(self.group, float(meta.get("seconds", 0.0)), True, profile,
                              int(meta.get("documents", 0)), str(path))
