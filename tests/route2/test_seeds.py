@@ -215,3 +215,28 @@ def test_community_top_peers_match_sorting_the_members(store: GraphStore, lists:
         got = top_peers(store, GROUP, [f"comm:{c}" for c in comms], exclude, n)
         assert [m for m, _ in got] == expected, trial
         assert all(links == degree[m] for m, links in got)
+
+
+def test_dates_and_amounts_are_no_names_to_start_from() -> None:
+    """A question's dates are left out like its numbers (they resolve to month and year
+    entities every dated passage mentions), a capitalised month inside one included; the
+    stage's skip_entity_types brings them back."""
+    question = "Who chaired the 5 June 2024 meeting at Sedge Lane after the heavy rain in July?"
+    names = offline_names(question, "fallback")
+    assert "Sedge Lane" in names
+    assert not any("June" in n or "July" in n or "2024" in n for n in names), names
+    with_dates = offline_names(question, "fallback", skip=frozenset({"CARDINAL", "MONEY", "ORDINAL", "PERCENT", "QUANTITY", "TIME"}))
+    assert any("June" in n for n in with_dates) and "Sedge Lane" in with_dates
+
+
+def test_the_reference_route_keeps_dates_as_names() -> None:
+    """route2_reference reproduces its measured figures: dates stay names there."""
+    from graphroute.core.config.resolve import load_route
+    from graphroute.core.registry import get_registry
+
+    def skipped(route: str) -> list[str]:
+        stage = next(s for s in load_route(route, get_registry()).stages() if s.spec.key == "ner_seeds")
+        return list(stage.params.skip_entity_types)
+
+    assert "DATE" not in skipped("route2_reference") and "DATE" not in skipped("route2_skeleton_reference")
+    assert "DATE" in skipped("route2_local") and "DATE" in skipped("route5_unified")
