@@ -80,6 +80,13 @@ LOGGER_NAME = "graphroute.server"
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$"
 _REQUEST_ID_RE = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 MAX_JOBS_KEPT = 200
+# listings (GET /groups, GET /groups/{group}/documents) answer one page of `limit` items:
+# this many when a request names no limit, and never more than the maximum
+DEFAULT_PAGE_LIMIT = 100
+MAX_PAGE_LIMIT = 1000
+# the most entries each of a job report's lists (failed, skipped, warnings, encodings) keeps;
+# `omitted` counts the rest, so polling a job over a folder of 100,000 bad files stays small
+MAX_REPORT_ITEMS = 100
 # /health answers 503 when the store does not answer within this (a prober's timeout is
 # typically 5-10 s); the check runs on a thread of its own, never a query thread
 HEALTH_TIMEOUT_S = 4.0
@@ -233,7 +240,11 @@ class JobInfo(BaseModel):
         description="`phase` (queued, writing uploads, indexing, done, failed), `inputs`, and the current "
         "indexing `step` with `completed` / `total` items",
     )
-    report: dict[str, Any] | None = Field(None, description="the index report (`graphroute index --json`)")
+    report: dict[str, Any] | None = Field(
+        None, description="the index report (`graphroute index --json`), each file named as the client knows it; its "
+        f"lists `failed`, `skipped`, `warnings` and `encodings` hold at most {MAX_REPORT_ITEMS} entries each, and "
+        "`omitted` (when present) counts the entries past that, per list",
+    )
     error: str | None = None
 
 
@@ -244,7 +255,10 @@ class HealthResponse(BaseModel):
     status: Literal["ok"]
     version: str | None = None
     backend: str | None = None
-    groups: list[str] | None = None
+    groups: list[str] | None = Field(
+        None, description=f"the store's groups by name, the first {MAX_PAGE_LIMIT:,} (`GET /groups` pages through them all)",
+    )
+    groups_total: int | None = Field(None, description="how many groups the store holds")
 
 
 # --------------------------------------------------------------------------- logging
@@ -511,7 +525,7 @@ class JobManager:
         try:
             job.report = _jsonable(work(job))
             if nothing_indexed(job.report):  # the runs after which `graphroute index` exits 1
-                job.error = f"nothing was indexed: {len(job.report['failed'])} input(s) could not be read (see the report's `failed`)"
+                job.error = f"nothing was indexed: {failed_count(job.report)} input(s) could not be read (see the report's `failed`)"
             elif steps := failed_steps(job.report):
                 job.error = f"index step(s) {', '.join(steps)} failed (see the report's `warnings`); the documents were written"
         except Exception as exc:  # the job reports it; the server keeps running
@@ -542,7 +556,9 @@ class JobManager:
 def public_report(report: dict[str, Any], names: Mapping[str, str], roots: list[Path]) -> dict[str, Any]:
     """An index report as a client may see it: each file named as the client knows it (an
     uploaded document by its title in ``names``, a file under an --index-root by its path
-    relative to that root) and any other server path in a message cut to its last part."""
+    relative to that root), any other server path in a message cut to its last part, and
+    each list (``failed``, ``skipped``, ``warnings``, ``encodings``) cut to its first
+    :data:`MAX_REPORT_ITEMS` entries, ``omitted`` counting the rest."""
 
     def name(path: str) -> str:
         if path in names:
@@ -553,13 +569,27 @@ def public_report(report: dict[str, Any], names: Mapping[str, str], roots: list[
     def entry(item: dict[str, Any]) -> dict[str, Any]:
         return {**item, "path": name(str(item.get("path", ""))), "reason": redact_paths(str(item.get("reason", "")))}
 
-    return {
-        **report,
-        "failed": [entry(f) for f in report.get("failed", [])],
-        "skipped": [entry(f) for f in report.get("skipped", [])],
-        "encodings": {name(path): enc for path, enc in report.get("encodings", {}).items()},
-        "warnings": [redact_paths(str(w)) for w in report.get("warnings", [])],
+    lists: dict[str, list[Any]] = {
+        "failed": list(report.get("failed", [])), "skipped": list(report.get("skipped", [])),
+        "encodings": list(report.get("encodings", {}).items()), "warnings": list(report.get("warnings", [])),
     }
+    omitted = {key: len(items) - MAX_REPORT_ITEMS for key, items in lists.items() if len(items) > MAX_REPORT_ITEMS}
+    kept = {key: items[:MAX_REPORT_ITEMS] for key, items in lists.items()}
+    public = {
+        **report,
+        "failed": [entry(f) for f in kept["failed"]],
+        "skipped": [entry(f) for f in kept["skipped"]],
+        "encodings": {name(path): enc for path, enc in kept["encodings"]},
+        "warnings": [redact_paths(str(w)) for w in kept["warnings"]],
+    }
+    if omitted:
+        public["omitted"] = omitted
+    return public
+
+
+def failed_count(report: Mapping[str, Any]) -> int:
+    """The inputs a (public) job report counts as failed, those past its list included."""
+    return len(report.get("failed", [])) + int((report.get("omitted") or {}).get("failed", 0))
 
 
 def _jsonable(value: Any) -> dict[str, Any]:
@@ -810,7 +840,12 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
 
     @app.exception_handler(RequestValidationError)
     async def _invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
-        return error_response(request, 422, "invalid_request", validation_message(exc.errors()))
+        errors = list(exc.errors())
+        # a query-string parameter out of range (`?limit=0`) is a bad request like any other
+        # bad argument; a body that does not match the schema stays a 422
+        if errors and all(tuple(e.get("loc", ()))[:1] == ("query",) for e in errors):
+            return error_response(request, 400, "bad_parameter", validation_message(errors))
+        return error_response(request, 422, "invalid_request", validation_message(errors))
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -890,7 +925,9 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
             raise ApiError(503, "store_unavailable", why if full else "the store is unavailable") from None
         if not full:
             return HealthResponse(status="ok")
-        return HealthResponse(status="ok", version=__version__, backend=gr.store.backend, groups=groups)
+        return HealthResponse(
+            status="ok", version=__version__, backend=gr.store.backend, groups=groups[:MAX_PAGE_LIMIT], groups_total=len(groups),
+        )
 
     @app.post(
         "/query", response_model=QueryResponse, tags=["query"], dependencies=auth,
@@ -1030,7 +1067,7 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
 
     add_manage_routes(
         app, gr, auth=auth, run_limited=run_limited, run_write=jobs.run_write, error_responses=_error_responses,
-        forget_uploads=forget_uploads,
+        forget_uploads=forget_uploads, default_limit=DEFAULT_PAGE_LIMIT, max_limit=MAX_PAGE_LIMIT,
     )
 
     # what an app mounted on this one (the playground) reuses: the token check, the query pool

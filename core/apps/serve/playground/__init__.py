@@ -35,6 +35,7 @@ from graphroute.core.apps.bench.bench import (
 from graphroute.core.apps.bench.datasets import Question
 from graphroute.core.apps.bench.metrics import dedupe
 from graphroute.core.apps.serve.server import (
+    MAX_PAGE_LIMIT,
     NAME_PATTERN,
     ApiError,
     QueryResponse,
@@ -99,7 +100,7 @@ class PlaygroundConfig(BaseModel):
 
 
 class InfoResponse(BaseModel):
-    groups: list[str]
+    groups: list[str] = Field(description=f"the store's groups by name, the first {MAX_PAGE_LIMIT:,} (and the default group)")
     group: str = Field(description="the server's default group")
     route: str = Field(description="the server's default route")
 
@@ -286,7 +287,9 @@ class QuestionSetResponse(BaseModel):
     comparison: dict[str, Any] = Field(description="what `graphroute ab --json` prints: metrics, deltas, wins/losses, verdict")
     a: list[dict[str, Any]] = Field(description="A's per-question records (bench's fields; passages are indexes into `documents`)")
     b: list[dict[str, Any]]
-    documents: list[str] = Field(description="the group's document titles; gold and ranked passages index into it")
+    documents: list[str] = Field(
+        description="the titles of the documents the records name: their `gold` and `ranked` are indexes into this list",
+    )
     unresolved_gold: list[str] = Field(description="gold references that name no document of the group")
     higher_is_better: dict[str, bool]
 
@@ -749,9 +752,17 @@ def run_question_set(gr: GraphRoute, group: str, body: QuestionSetRequest) -> Qu
             records[j].append(score_record(q, result, ranked_passages(result, doc_map, gr.store, group)))
     runs = [VariantRun(Variant(f"{label}:{config.route}", config.route, None if ov.is_empty() else ov), aggregate(recs), recs)
             for (label, config, ov), recs in zip(configs, records, strict=True)]
+    comparison = compare(runs[0], runs[1])
+    # the response lists the documents the records name (gold and ranked), not the whole
+    # group: its size follows the question set, never the group's
+    named = sorted({i for recs in records for rec in recs for key in ("gold", "ranked") for i in rec[key]})
+    position = {doc: n for n, doc in enumerate(named)}
+    for recs in records:
+        for rec in recs:
+            rec["gold"], rec["ranked"] = [position[i] for i in rec["gold"]], [position[i] for i in rec["ranked"]]
     return QuestionSetResponse(
-        comparison=compare(runs[0], runs[1]), a=runs[0].per_question, b=runs[1].per_question,
-        documents=titles, unresolved_gold=dedupe(unresolved), higher_is_better=HIGHER_IS_BETTER,
+        comparison=comparison, a=runs[0].per_question, b=runs[1].per_question,
+        documents=[titles[i] for i in named], unresolved_gold=dedupe(unresolved), higher_is_better=HIGHER_IS_BETTER,
     )
 
 
@@ -782,8 +793,11 @@ def mount_playground(app: FastAPI) -> None:
     @router.get("/info", response_model=InfoResponse, responses=_error_responses(401))
     async def info() -> InfoResponse:
         """The store's groups and the server's default group and route."""
-        groups = await run_limited(gr.store.groups)
-        return InfoResponse(groups=sorted(groups), group=gr.group, route=default_route)
+        groups = sorted(await run_limited(gr.store.groups))
+        first = groups[:MAX_PAGE_LIMIT]  # the page's group picker; a bounded list whatever the store holds
+        if gr.group in groups[MAX_PAGE_LIMIT:]:
+            first.append(gr.group)
+        return InfoResponse(groups=first, group=gr.group, route=default_route)
 
     @router.get("/routes/{name}", response_model=RouteView, responses=_error_responses(400, 401, 404))
     async def route_stages(name: str) -> RouteView:
