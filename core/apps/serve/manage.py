@@ -32,7 +32,11 @@ class GroupSummary(BaseModel):
 class DocumentInfo(BaseModel):
     id: str
     title: str
-    path: str = Field(description="where the document was loaded from (its loader's source)")
+    path: str = Field(
+        description="the file the document was read from, as the client knows it: relative to the server's "
+        "--index-root folder, the title it was uploaded under (POST /index `documents`), or else the file's "
+        "name; `#n` after it numbers an entry of a JSON corpus. Never a path on the server.",
+    )
     content_hash: str | None
     indexed_at: str | None = Field(description="ISO 8601 UTC time of the run that (re)indexed it, when recorded")
     sentences: int
@@ -87,13 +91,15 @@ def add_manage_routes(
     run_write: Callable[[Callable[[], Any]], Any],
     error_responses: Callable[..., dict[int | str, dict[str, Any]]],
     forget_uploads: Callable[[str, list[str] | None], None],
+    public_document: Callable[[dict[str, Any]], dict[str, Any]],
     default_limit: int,
     max_limit: int,
 ) -> None:
     """Register the endpoints on ``app``. ``run_write`` runs a store write on the index
     writer thread and returns a concurrent future; ``forget_uploads(group, sources)`` deletes
     the text ``POST /index`` uploaded for a deleted group (None) or its deleted documents;
-    a listing's page holds ``default_limit`` items unless a request asks for up to
+    ``public_document`` names a listed document's file (and a title that is one) as a
+    client may see it; a listing's page holds ``default_limit`` items unless a request asks for up to
     ``max_limit``."""
 
     def limit_param() -> Any:
@@ -134,7 +140,13 @@ def add_manage_routes(
     ) -> dict[str, Any]:
         """One page of a group's documents, by title: id, title, path, content hash, when
         indexed, sentences; with the total and the next page's `offset`."""
-        page: Page = await run_limited(lambda: page_of(gr.documents(group), limit, offset))
+
+        def work() -> Page:
+            page = page_of(gr.documents(group), limit, offset)
+            # only this page's rows are renamed: an upload's name is read from its file
+            return page._replace(rows=[public_document(row) for row in page.rows])
+
+        page: Page = await run_limited(work)
         add_page_headers(response, request, page, limit)
         return {"group": group, "documents": page.rows, "total": page.total,
                 "offset": offset, "limit": limit, "next_offset": page.next_offset}

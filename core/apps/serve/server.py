@@ -60,6 +60,7 @@ from graphroute.core.errors import (
 )
 from graphroute.core.index.manage import MAX_GROUP_CHARS, check_group_name
 from graphroute.core.index.pipeline import failed_steps, nothing_indexed
+from graphroute.core.index.skeleton import PATH_SEP
 from graphroute.core.lib.deadline import deadline_in
 from graphroute.core.lib.paths import default_cache_dir
 from graphroute.core.query.runner import check_question
@@ -553,18 +554,16 @@ class JobManager:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 
-def public_report(report: dict[str, Any], names: Mapping[str, str], roots: list[Path]) -> dict[str, Any]:
+def public_report(report: dict[str, Any], titles: Mapping[str, str], sources: "SourceNames") -> dict[str, Any]:
     """An index report as a client may see it: each file named as the client knows it (an
-    uploaded document by its title in ``names``, a file under an --index-root by its path
-    relative to that root), any other server path in a message cut to its last part, and
-    each list (``failed``, ``skipped``, ``warnings``, ``encodings``) cut to its first
-    :data:`MAX_REPORT_ITEMS` entries, ``omitted`` counting the rest."""
+    upload of this job by the title it was sent with in ``titles``, any other file as
+    ``sources`` names it: relative to its --index-root, or by its name), any other server
+    path in a message cut to its last part, and each list (``failed``, ``skipped``,
+    ``warnings``, ``encodings``) cut to its first :data:`MAX_REPORT_ITEMS` entries,
+    ``omitted`` counting the rest."""
 
     def name(path: str) -> str:
-        if path in names:
-            return names[path]
-        root = next((r for r in roots if Path(path).is_relative_to(r)), None)
-        return Path(path).relative_to(root).as_posix() if root is not None else redact_paths(path)
+        return titles[path] if path in titles else sources.source(path)
 
     def entry(item: dict[str, Any]) -> dict[str, Any]:
         return {**item, "path": name(str(item.get("path", ""))), "reason": redact_paths(str(item.get("reason", "")))}
@@ -627,10 +626,14 @@ def write_uploads(directory: Path, documents: list[IndexDocument]) -> list[Path]
     return paths
 
 
+def _upload_root(config: ServerConfig, store_location: str) -> Path:
+    """The folder that holds every group's upload folder for one store."""
+    return config.upload_dir or (default_cache_dir() / "uploads" / hashlib.sha1(store_location.encode()).hexdigest()[:12])
+
+
 def _upload_dir_for(config: ServerConfig, store_location: str, group: str) -> Path:
     """The folder of one group's uploads (its own: the folder name holds a hash of the group)."""
-    root = config.upload_dir or (default_cache_dir() / "uploads" / hashlib.sha1(store_location.encode()).hexdigest()[:12])
-    return root / _slug(group)
+    return _upload_root(config, store_location) / _slug(group)
 
 
 def remove_uploads(directory: Path, sources: Iterable[str] | None = None) -> None:
@@ -648,6 +651,66 @@ def remove_uploads(directory: Path, sources: Iterable[str] | None = None) -> Non
             f.unlink(missing_ok=True)
     with contextlib.suppress(OSError):  # still holds uploads of other documents
         folder.rmdir()
+
+
+def upload_title(path: Path) -> str | None:
+    """The title an upload was sent with: the front matter :func:`write_uploads` puts on its
+    first two lines. None when the file is gone or does not begin that way."""
+    try:
+        with path.open(encoding="utf-8") as fh:
+            first, second = fh.readline(16), fh.readline(4096)
+    except (OSError, UnicodeDecodeError):
+        return None
+    if first.rstrip("\n") != "---" or not second.startswith("title: "):
+        return None
+    try:
+        title = json.loads(second[len("title: "):])
+    except ValueError:
+        return None
+    return title if isinstance(title, str) and title else None
+
+
+class SourceNames:
+    """How the API names the file a document was read from, so that no answer shows a server
+    path: a file under an ``--index-root`` folder by its path relative to that folder, an
+    upload by the title it was uploaded under, any other file by its name; the ``#n`` of a
+    JSON corpus entry is kept. The names the index jobs' reports give files, applied to the
+    documents listing and to a query's evidence."""
+
+    def __init__(self, roots: Iterable[Path], uploads: Path) -> None:
+        self.roots = [Path(os.path.realpath(r)) for r in roots]
+        self.uploads = Path(os.path.realpath(uploads))  # every group's upload folder is in it
+
+    def source(self, source: str) -> str:
+        """The name of a document's source as the store records it (its `path`)."""
+        file_part, sep, entry = source.partition("#")
+        path = Path(file_part)
+        if not path.is_absolute():
+            return redact_paths(source)
+        if path.is_relative_to(self.uploads):  # an upload is one document, no `#n`
+            return upload_title(path) or path.name
+        root = next((r for r in self.roots if path.is_relative_to(r)), None)
+        return (path.relative_to(root).as_posix() if root is not None else path.name) + sep + entry
+
+    def label(self, text: str) -> str:
+        """A document title or section path (``title > section``) with a title that is a
+        server path named as :meth:`source` names it: a document the loader found no title
+        for (a JSON corpus entry with a blank one) is titled by its source."""
+        title, sep, rest = text.partition(PATH_SEP)
+        return self.source(title) + sep + rest if Path(title.partition("#")[0]).is_absolute() else text
+
+    def document(self, row: dict[str, Any]) -> dict[str, Any]:
+        """A row of the documents listing (:meth:`GraphRoute.documents`) as a client sees it."""
+        return {**row, "path": self.source(str(row.get("path") or "")), "title": self.label(str(row.get("title") or ""))}
+
+    def result(self, result: dict[str, Any]) -> dict[str, Any]:
+        """A query's public JSON (:meth:`QueryResult.to_public_json`) with its evidence's and
+        citations' document titles and section paths named as :meth:`label` names them."""
+        for item in [*result.get("evidence", []), *result.get("citations", [])]:
+            for key in ("document", "section_path"):
+                if isinstance(item.get(key), str):
+                    item[key] = self.label(item[key])
+        return result
 
 
 # --------------------------------------------------------------------------- API docs
@@ -723,6 +786,7 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
     pool = ThreadPoolExecutor(max_workers=max(1, config.query_workers), thread_name_prefix="graphroute-query")
     health_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="graphroute-health")
     roots = [Path(os.path.realpath(r)) for r in config.index_roots]
+    sources = SourceNames(roots, _upload_root(config, gr.store.location or "store"))
     timed_out = (
         f"the request took longer than {config.request_timeout_s:g} s; "
         "try a cheaper route or raise the server's --timeout"
@@ -944,7 +1008,7 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
         def work() -> dict[str, Any]:
             refuse_server_side(gr.route(route), overrides)
             known_group(group)
-            return gr.query(body.question, route=route, group=group, overrides=overrides).to_public_json()
+            return sources.result(gr.query(body.question, route=route, group=group, overrides=overrides).to_public_json())
 
         return await run_limited(work)
 
@@ -1050,7 +1114,7 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
                 allowed = [*roots, upload_dir] if roots else None
                 report = _jsonable(gr.index(targets, group=group, profile=body.profile, roots=allowed))
             forget_failed_uploads(group, [str(f.get("path")) for f in report.get("failed", []) if f.get("path") in titles])
-            return public_report(report, titles, roots)
+            return public_report(report, titles, sources)
 
         job = jobs.submit(group, work, request_id(request) or "")
         return job.info()
@@ -1067,10 +1131,12 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
 
     add_manage_routes(
         app, gr, auth=auth, run_limited=run_limited, run_write=jobs.run_write, error_responses=_error_responses,
-        forget_uploads=forget_uploads, default_limit=DEFAULT_PAGE_LIMIT, max_limit=MAX_PAGE_LIMIT,
+        forget_uploads=forget_uploads, public_document=sources.document,
+        default_limit=DEFAULT_PAGE_LIMIT, max_limit=MAX_PAGE_LIMIT,
     )
 
     # what an app mounted on this one (the playground) reuses: the token check, the query pool
     app.state.auth, app.state.run_limited = auth, run_limited
     app.state.known_group, app.state.route_file = known_group, route_file
+    app.state.source_names = sources
     return app

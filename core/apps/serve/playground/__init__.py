@@ -39,6 +39,7 @@ from graphroute.core.apps.serve.server import (
     NAME_PATTERN,
     ApiError,
     QueryResponse,
+    SourceNames,
     _error_responses,
     redact_paths,
     refuse_server_side,
@@ -608,9 +609,10 @@ def _top_seeds(state: QueryState, k: int) -> list[tuple[str, float]]:
     return sorted(weights.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
 
 
-def neighbourhood(store: GraphStore, group: str, state: QueryState, result: QueryResult) -> GraphView:
+def neighbourhood(store: GraphStore, group: str, state: QueryState, result: QueryResult, names: SourceNames) -> GraphView:
     """Seeds, ranked entities and chosen passages of one run, with the edges among them:
-    MENTIONS from a passage (or the chunk it belongs to) to an entity, and entity-entity edges."""
+    MENTIONS from a passage (or the chunk it belongs to) to an entity, and entity-entity edges
+    (a passage named by its section path, a title that is a server path as ``names`` says)."""
     nodes: dict[str, GraphNode] = {}
 
     def add(node_id: str, role: Literal["seed", "ranked", "passage"], **fields: Any) -> None:
@@ -631,7 +633,7 @@ def neighbourhood(store: GraphStore, group: str, state: QueryState, result: Quer
     owner: dict[str, str] = {}  # the chunk of a sentence or paragraph -> the evidence id
     for ev in result.evidence[:GRAPH_PASSAGES]:
         add(ev.id, "passage", score=round(ev.score, 6), text=ev.text[:240])
-        nodes[ev.id].name = ev.section_path or ev.document or ev.id
+        nodes[ev.id].name = names.label(ev.section_path or ev.document) or ev.id
         owner.setdefault(ev.id, ev.id)
         if ev.chunk_id:
             owner.setdefault(ev.chunk_id, ev.id)
@@ -639,7 +641,7 @@ def neighbourhood(store: GraphStore, group: str, state: QueryState, result: Quer
         view = nodes[node.id]
         view.label = node.label
         if node.label == Label.ENTITY or view.name == node.id:
-            view.name = str(node.props.get("name") or node.props.get("title") or view.name)
+            view.name = names.label(str(node.props.get("name") or node.props.get("title") or view.name))
         if not view.text and node.label != Label.ENTITY:
             view.text = str(node.props.get("text") or "")[:240]
     entity_ids = [n.id for n in nodes.values() if n.label == Label.ENTITY]
@@ -656,8 +658,9 @@ def neighbourhood(store: GraphStore, group: str, state: QueryState, result: Quer
     return GraphView(nodes=list(nodes.values()), edges=list(edges.values())[:200])
 
 
-def run_one(gr: GraphRoute, question: str, group: str, config: PlaygroundConfig) -> RunResponse:
-    """Answer one question with one configuration; keep the blackboard for the graph view."""
+def run_one(gr: GraphRoute, question: str, group: str, config: PlaygroundConfig, names: SourceNames) -> RunResponse:
+    """Answer one question with one configuration; keep the blackboard for the graph view.
+    Documents are named as ``POST /query`` names them (``names``): never by a server path."""
     if not question.strip():
         raise ApiError(400, "bad_request", "the question is empty")
     ov = config.overrides()
@@ -666,8 +669,8 @@ def run_one(gr: GraphRoute, question: str, group: str, config: PlaygroundConfig)
     state = QueryState(question=question, group=group)
     result = run_route(resolved, question, gr.services(group), state)
     return RunResponse(
-        result=QueryResponse.model_validate(result.to_public_json()),
-        graph=neighbourhood(gr.store, group, state, result),
+        result=QueryResponse.model_validate(names.result(result.to_public_json())),
+        graph=neighbourhood(gr.store, group, state, result, names),
         params=_params_of(resolved), enabled=_enabled_of(resolved),
     )
 
@@ -719,11 +722,12 @@ def diff_runs(a: RunResponse, b: RunResponse) -> ABDiff:
     )
 
 
-def run_question_set(gr: GraphRoute, group: str, body: QuestionSetRequest) -> QuestionSetResponse:
+def run_question_set(gr: GraphRoute, group: str, body: QuestionSetRequest, names: SourceNames) -> QuestionSetResponse:
     """Both configurations over the questions, scored and compared as `graphroute ab` does.
-    The group's documents are the passages: gold references name documents by title or id."""
+    The group's documents are the passages: gold references name documents by title or id
+    (a title that is a server path also by the name ``names`` gives it)."""
     docs = sorted(gr.store.iter_nodes(group, Label.DOCUMENT), key=lambda n: n.id)
-    titles = [str(d.props.get("title") or d.id) for d in docs]
+    titles = [names.label(str(d.props.get("title") or d.id)) for d in docs]
     doc_map = {d.id: i for i, d in enumerate(docs)}
     unresolved: list[str] = []
     questions: list[Question] = []
@@ -781,6 +785,7 @@ def mount_playground(app: FastAPI) -> None:
     gr: GraphRoute = app.state.engine
     default_route: str = app.state.config.default_route
     run_limited: RunLimited = app.state.run_limited
+    names: SourceNames = app.state.source_names
     known_group: Callable[[str], None] = app.state.known_group
     route_file: Callable[[str], Path] = app.state.route_file
     router = APIRouter(prefix="/playground", tags=["playground"], dependencies=list(app.state.auth))
@@ -841,7 +846,7 @@ def mount_playground(app: FastAPI) -> None:
         """Answer a question with one configuration: `POST /query`'s result, the resolved
         parameters, and the graph neighbourhood the route used."""
         route_file(body.config.route)
-        return await run_limited(lambda: run_one(gr, body.question, group_of(body.group), body.config))
+        return await run_limited(lambda: run_one(gr, body.question, group_of(body.group), body.config, names))
 
     @router.post("/ab", response_model=ABResponse, responses=_error_responses(400, 401, 404, 413, 503, 504))
     async def ab(body: ABRequest) -> ABResponse:
@@ -851,8 +856,8 @@ def mount_playground(app: FastAPI) -> None:
 
         def work() -> ABResponse:
             group = group_of(body.group)
-            a = run_one(gr, body.question, group, body.a)
-            b = run_one(gr, body.question, group, body.b)
+            a = run_one(gr, body.question, group, body.a, names)
+            b = run_one(gr, body.question, group, body.b, names)
             return ABResponse(a=a, b=b, diff=diff_runs(a, b))
 
         return await run_limited(work)
@@ -862,7 +867,7 @@ def mount_playground(app: FastAPI) -> None:
         """Score A and B on a small question set (up to 50) with `graphroute ab`'s metrics."""
         route_file(body.a.route)
         route_file(body.b.route)
-        return await run_limited(lambda: run_question_set(gr, group_of(body.group), body))
+        return await run_limited(lambda: run_question_set(gr, group_of(body.group), body, names))
 
     app.include_router(router)
     app.mount("/playground/static", StaticFiles(directory=STATIC_DIR), name="playground-static")
