@@ -6,7 +6,10 @@ Why it looks the way it does:
   by every request; queries run in a bounded thread pool so a slow route never blocks the
   event loop, and a per-request time limit answers 504 instead of hanging the client. The
   limit is a deadline the query itself checks, so a timed-out query stops and frees its
-  thread instead of running on behind its 504.
+  thread instead of running on behind its 504. The queue in front of the pool is bounded
+  too (:class:`QueryQueue`): past it a query is refused at once with a 503 and Retry-After,
+  before its body is read, instead of every client of a burst waiting with its body in
+  memory.
 * **Same semantics as the CLI.** ``POST /query`` returns exactly ``query --json``
   (:meth:`QueryResult.to_public_json`), route problems come back with the message the CLI
   prints, and overrides use the one override syntax of the Python API.
@@ -37,6 +40,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
@@ -76,6 +80,14 @@ T = TypeVar("T")
 
 DEFAULT_MAX_BODY_BYTES = 1_000_000
 DEFAULT_TIMEOUT_S = 60.0
+DEFAULT_QUERY_THREADS = 4
+# requests that may wait for a query thread, per thread, unless --max-queued says how many:
+# past them a query is refused at once (503, Retry-After) instead of queueing without end,
+# its body held in memory meanwhile (150 queued 900 KB bodies: +160 to +240 MB of server
+# memory). 8 a thread lets 32 clients with one query each in flight wait behind the default
+# 4 threads, as the 32-client load test does, without a refusal.
+DEFAULT_QUEUED_PER_THREAD = 8
+BUSY_RETRY_AFTER_S = 2  # the Retry-After of that 503
 LOGGER_NAME = "graphroute.server"
 # route and profile names: never paths, not even relative ones (no '/', no '.yaml')
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$"
@@ -105,11 +117,18 @@ class ServerConfig:
     token: str | None = None  # bearer token; None means no auth (loopback only, see serve)
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     request_timeout_s: float = DEFAULT_TIMEOUT_S
-    query_workers: int = 4
+    query_workers: int = DEFAULT_QUERY_THREADS
+    # requests that may wait for a query thread while all are busy (None:
+    # DEFAULT_QUEUED_PER_THREAD per thread); more are answered 503
+    max_queued: int | None = None
     index_roots: list[Path] = field(default_factory=list)  # server-side paths allowed under these
     upload_dir: Path | None = None  # where POST /index documents are written before indexing
     default_route: str = DEFAULT_ROUTE
     preload: bool = False  # run the default route once at startup so the first query is not slow
+
+    def queue_bound(self) -> int:
+        """How many requests may wait for a query thread."""
+        return DEFAULT_QUEUED_PER_THREAD * max(1, self.query_workers) if self.max_queued is None else max(0, self.max_queued)
 
     @classmethod
     def from_env(cls, **kwargs: Any) -> "ServerConfig":
@@ -333,7 +352,7 @@ def _error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
         403: "server-side paths not allowed",
         404: "unknown route, group or job",
         413: "request body too large",
-        503: "store unavailable",
+        503: "store unavailable, or the server busy (`busy`, with Retry-After)",
         504: "the request took longer than the server's time limit",
     }
     return {c: {"model": ErrorBody, "description": text.get(c, "error")} for c in codes}
@@ -386,6 +405,45 @@ def refuse_server_side(base: "ResolvedRoute", ov: Overrides) -> None:
             )
 
 
+# --------------------------------------------------------------------------- query queue
+
+# set while a request holds a place in the query queue, so its run_limited takes no second one
+_HOLDS_PLACE: ContextVar[bool] = ContextVar("graphroute_holds_query_place", default=False)
+
+
+class QueryQueue:
+    """Admission to the query pool: at most ``threads`` requests running and ``max_queued``
+    waiting; the next one is refused with a 503 at once. A request to an endpoint of
+    :attr:`endpoints` (a query's, whose body is the large part) takes its place in the
+    middleware, before its body is read, and keeps it to its end; any other work sent to the
+    pool (``run_limited``) takes one for as long as it runs."""
+
+    def __init__(self, threads: int, max_queued: int) -> None:
+        self.threads, self.max_queued = max(1, threads), max(0, max_queued)
+        self.admitted = 0
+        self.endpoints: set[Callable[..., Any]] = set()
+        self._lock = threading.Lock()
+
+    def enter(self) -> bool:
+        with self._lock:
+            if self.admitted >= self.threads + self.max_queued:
+                return False
+            self.admitted += 1
+            return True
+
+    def leave(self) -> None:
+        with self._lock:
+            self.admitted -= 1
+
+    def busy(self) -> ApiError:
+        return ApiError(
+            503, "busy",
+            f"the server is busy: {self.threads} queries are running and {self.max_queued} more are waiting for "
+            f"them, its limit (--max-queued); retry in {BUSY_RETRY_AFTER_S} s",
+            headers={"Retry-After": str(BUSY_RETRY_AFTER_S)},
+        )
+
+
 # --------------------------------------------------------------------------- middleware
 
 
@@ -396,13 +454,19 @@ class RequestGuard:
     received, so a chunked upload cannot slip past it.
     """
 
-    def __init__(self, app: Any, *, max_body_bytes: int, logger: logging.Logger, too_large: type[Exception] | None = None) -> None:
+    def __init__(
+        self, app: Any, *, max_body_bytes: int, logger: logging.Logger, too_large: type[Exception] | None = None,
+        queue: QueryQueue | None = None, queued: Callable[[dict[str, Any]], bool] | None = None,
+    ) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
         self.logger = logger
         # FastAPI turns any exception raised while it reads the body into a 400, except
         # HTTPException subclasses: create_app passes one so the client sees the 413.
         self.too_large = too_large
+        # a request for which ``queued(scope)`` is true takes a place in ``queue`` before its
+        # body is read, or is answered 503 without reading it
+        self.queue, self.queued = queue, queued
 
     async def __call__(self, scope: dict[str, Any], receive: Callable[[], Awaitable[Any]], send: Callable[[Any], Awaitable[None]]) -> None:
         if scope["type"] != "http":
@@ -424,19 +488,25 @@ class RequestGuard:
                 message["headers"] = [*message.get("headers", []), (b"x-request-id", rid.encode("latin-1"))]
             await send(message)
 
-        async def reply(code: int, err: str, msg: str) -> None:
+        async def reply(code: int, err: str, msg: str, extra: Mapping[str, str] | None = None) -> None:
             body = json.dumps({"error": err, "message": msg, "request_id": rid}).encode()
             await send_with_id({
                 "type": "http.response.start", "status": code,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                            *((k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in (extra or {}).items())],
             })
             await send({"type": "http.response.body", "body": body})
 
         too_large = f"request body exceeds the server limit of {self.max_body_bytes} bytes"
         declared = headers.get("content-length")
+        queue = self.queue if self.queue is not None and self.queued is not None and self.queued(scope) else None
         if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
             await reply(413, "too_large", too_large)
+        elif queue is not None and not queue.enter():
+            busy = queue.busy()  # the body is never read: the server discards it as it arrives
+            await reply(busy.status, busy.code, busy.message, busy.headers)
         else:
+            holds = _HOLDS_PLACE.set(queue is not None)
             async def limited_receive() -> Any:
                 nonlocal received
                 message = await receive()
@@ -451,12 +521,16 @@ class RequestGuard:
             try:
                 await self.app(scope, limited_receive, send_with_id)
             except ApiError as exc:  # raised while the body was read, before any response
-                await reply(exc.status, exc.code, exc.message)
+                await reply(exc.status, exc.code, exc.message, exc.headers)
             except Exception as exc:  # a bug: log it (as JSON), answer 500 without details
                 log_event(self.logger, logging.ERROR, "unhandled error", request_id=rid,
                           error=f"{type(exc).__name__}: {exc}", exc_info=True)
                 if not started:
                     await reply(500, "internal", f"internal error ({type(exc).__name__}); see the server log for request {rid}")
+            finally:
+                _HOLDS_PLACE.reset(holds)
+                if queue is not None:
+                    queue.leave()
         path = scope.get("path", "")
         log_event(
             self.logger, logging.INFO, "request",
@@ -769,6 +843,7 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
     from graphroute.core import __version__
     from graphroute.core.lib import progress
     from starlette.exceptions import HTTPException as StarletteHTTPException
+    from starlette.routing import Match
 
     config = config or ServerConfig.from_env()
     if engine is None:
@@ -784,6 +859,7 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
     logger = logging.getLogger(LOGGER_NAME)
     jobs = JobManager(logger)
     pool = ThreadPoolExecutor(max_workers=max(1, config.query_workers), thread_name_prefix="graphroute-query")
+    queue = QueryQueue(config.query_workers, config.queue_bound())
     health_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="graphroute-health")
     roots = [Path(os.path.realpath(r)) for r in config.index_roots]
     sources = SourceNames(roots, _upload_root(config, gr.store.location or "store"))
@@ -806,12 +882,18 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
             with deadline_in(left):
                 return fn()
 
+        holds = _HOLDS_PLACE.get()  # a query's request took its place before its body was read
+        if not holds and not queue.enter():
+            raise queue.busy()
         loop = asyncio.get_running_loop()
         fut = loop.run_in_executor(pool, work)
         try:
             return await asyncio.wait_for(fut, timeout=config.request_timeout_s)
         except TimeoutError:
             raise ApiError(504, "timeout", timed_out) from None
+        finally:
+            if not holds:
+                queue.leave()
 
     bearer = HTTPBearer(auto_error=False, description="`Authorization: Bearer <token>` (when the server has a token)")
 
@@ -875,8 +957,17 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
         def __init__(self, message: str) -> None:
             super().__init__(413, message)
 
+    def uses_query_queue(scope: dict[str, Any]) -> bool:
+        """Whether a request is for an endpoint that takes its place in the query queue
+        before its body is read (``queue.endpoints``), as the router will match it."""
+        for route in app.router.routes:
+            if getattr(route, "endpoint", None) in queue.endpoints and route.matches(scope)[0] is Match.FULL:
+                return True
+        return False
+
     app.add_middleware(
         RequestGuard, max_body_bytes=config.max_body_bytes, logger=logger, too_large=BodyTooLarge,  # type: ignore[arg-type]
+        queue=queue, queued=uses_query_queue,
     )
 
     def request_id(request: Request) -> str | None:
@@ -1012,6 +1103,8 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
 
         return await run_limited(work)
 
+    queue.endpoints.add(query)
+
     @app.get("/routes", response_model=list[RouteSummary], tags=["routes"], dependencies=auth, responses=_error_responses(401))
     async def routes() -> list[RouteSummary]:
         """Shipped routes and those in $GRAPHROUTE_ROUTES."""
@@ -1030,7 +1123,7 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
 
     @app.get(
         "/routes/{name}", response_model=RouteDetail, tags=["routes"], dependencies=auth,
-        responses=_error_responses(400, 401, 404),
+        responses=_error_responses(400, 401, 404, 503),
     )
     async def route_show(name: str) -> RouteDetail:
         """The fully resolved route (after extends and environment overrides)."""
@@ -1053,7 +1146,7 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
 
     @app.post(
         "/index", response_model=JobInfo, status_code=202, tags=["index"], dependencies=auth,
-        responses=_error_responses(400, 401, 403, 413),
+        responses=_error_responses(400, 401, 403, 413, 503),
     )
     async def index(body: IndexRequest, request: Request) -> JobInfo:
         """Start indexing documents (title + text) or server-side paths; poll `GET /jobs/{id}`."""
@@ -1138,5 +1231,6 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
     # what an app mounted on this one (the playground) reuses: the token check, the query pool
     app.state.auth, app.state.run_limited = auth, run_limited
     app.state.known_group, app.state.route_file = known_group, route_file
+    app.state.query_queue = queue
     app.state.source_names = sources
     return app

@@ -795,7 +795,7 @@ def mount_playground(app: FastAPI) -> None:
         known_group(g)
         return g
 
-    @router.get("/info", response_model=InfoResponse, responses=_error_responses(401))
+    @router.get("/info", response_model=InfoResponse, responses=_error_responses(401, 503))
     async def info() -> InfoResponse:
         """The store's groups and the server's default group and route."""
         groups = sorted(await run_limited(gr.store.groups))
@@ -804,7 +804,7 @@ def mount_playground(app: FastAPI) -> None:
             first.append(gr.group)
         return InfoResponse(groups=first, group=gr.group, route=default_route)
 
-    @router.get("/routes/{name}", response_model=RouteView, responses=_error_responses(400, 401, 404))
+    @router.get("/routes/{name}", response_model=RouteView, responses=_error_responses(400, 401, 404, 503))
     async def route_stages(name: str) -> RouteView:
         """The resolved route as the page edits it: stages in run order, each with its
         parameters' values and types (from the stage's Params model)."""
@@ -815,7 +815,7 @@ def mount_playground(app: FastAPI) -> None:
         resolved = await run_limited(lambda: gr.route(name))
         return route_view(resolved)
 
-    @router.post("/resolve", response_model=ResolveResponse, responses=_error_responses(400, 401, 404, 413))
+    @router.post("/resolve", response_model=ResolveResponse, responses=_error_responses(400, 401, 404, 413, 503))
     async def resolve(body: ResolveRequest) -> ResolveResponse:
         """Validate a configuration (every error with the CLI's message); when it is valid,
         what it changes, the route file that reproduces it and the equivalent command."""
@@ -835,7 +835,7 @@ def mount_playground(app: FastAPI) -> None:
 
         return await run_limited(work)
 
-    @router.post("/import", response_model=ImportResponse, responses=_error_responses(400, 401, 404, 413))
+    @router.post("/import", response_model=ImportResponse, responses=_error_responses(400, 401, 404, 413, 503))
     async def import_route(body: ImportRequest) -> ImportResponse:
         """Read a route file written by `Copy as YAML` (or by hand: `extends` plus stages
         switched or given parameters) back into a configuration."""
@@ -869,6 +869,8 @@ def mount_playground(app: FastAPI) -> None:
         route_file(body.b.route)
         return await run_limited(lambda: run_question_set(gr, group_of(body.group), body, names))
 
+    # like POST /query: a place in the query queue is taken (or refused) before the body is read
+    app.state.query_queue.endpoints.update({resolve, import_route, query, ab, ab_questions})
     app.include_router(router)
     app.mount("/playground/static", StaticFiles(directory=STATIC_DIR), name="playground-static")
 
