@@ -438,8 +438,8 @@ class QueryQueue:
     def busy(self) -> ApiError:
         return ApiError(
             503, "busy",
-            f"the server is busy: {self.threads} queries are running and {self.max_queued} more are waiting for "
-            f"them, its limit (--max-queued); retry in {BUSY_RETRY_AFTER_S} s",
+            f"the server is busy: its query threads ({self.threads}) are all at work and as many requests wait "
+            f"for them as it allows (--max-queued {self.max_queued}); retry in {BUSY_RETRY_AFTER_S} s",
             headers={"Retry-After": str(BUSY_RETRY_AFTER_S)},
         )
 
