@@ -1,4 +1,5 @@
-"""`graphroute serve` as a real uvicorn process on a loopback port, for end-to-end tests."""
+"""Real servers on a loopback port for end-to-end tests: `graphroute serve` as a process, or
+an app from :func:`create_app` served by uvicorn in a thread of the test process."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -48,3 +50,28 @@ def live_server(args: list[str], port: int, env: dict[str, str], log: Path, cwd:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+@contextlib.contextmanager
+def serve_app(app: Any) -> Iterator[str]:
+    """Serve an ASGI app with uvicorn on a free loopback port, in a thread of this process (so
+    it can use the test stages registered here); yield its base URL, stop it."""
+    import threading
+
+    import uvicorn
+    from graphroute.core.apps.serve.commands import bind_socket
+
+    sock = bind_socket("127.0.0.1", 0)
+    server = uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=False, lifespan="on"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="test-uvicorn", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "the test server did not start"
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=15)
+        sock.close()

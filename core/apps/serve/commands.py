@@ -16,7 +16,12 @@ from typing import Annotated
 import typer
 from graphroute.core.api.constants import DEFAULT_ROUTE
 from graphroute.core.apps.options import StoreOpt
-from graphroute.core.apps.serve.server import DEFAULT_MAX_BODY_BYTES, DEFAULT_TIMEOUT_S
+from graphroute.core.apps.serve.server import (
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_QUERY_THREADS,
+    DEFAULT_QUEUED_PER_THREAD,
+    DEFAULT_TIMEOUT_S,
+)
 from graphroute.core.hookspecs import hookimpl
 from graphroute.core.lib.net import is_loopback
 
@@ -62,7 +67,12 @@ def register(app: typer.Typer) -> None:
         token: Annotated[str | None, typer.Option("--token", metavar="TOKEN", help="bearer token [env GRAPHROUTE_TOKEN, preferred]")] = None,
         max_body: Annotated[int, typer.Option("--max-body", min=1, metavar="BYTES", help="request body limit in bytes (413 above)")] = DEFAULT_MAX_BODY_BYTES,
         timeout: Annotated[float, typer.Option("--timeout", min=0.1, metavar="SECONDS", help="per-request time limit in seconds (504 above)")] = DEFAULT_TIMEOUT_S,
-        workers: Annotated[int, typer.Option("--query-threads", min=1, metavar="N", help="threads answering queries")] = 4,
+        workers: Annotated[int, typer.Option("--query-threads", min=1, metavar="N", help="threads answering queries")] = DEFAULT_QUERY_THREADS,
+        max_queued: Annotated[int | None, typer.Option(
+            "--max-queued", min=0, metavar="N", envvar="GRAPHROUTE_MAX_QUEUED", show_envvar=False,
+            help=f"queries that may wait for a thread; more get 503 with Retry-After "
+            f"[env GRAPHROUTE_MAX_QUEUED, default {DEFAULT_QUEUED_PER_THREAD} x --query-threads]",
+        )] = None,
         index_root: Annotated[list[Path] | None, typer.Option("--index-root", metavar="DIR", help="allow POST /index `paths` under this folder (repeatable)")] = None,
         default_route: Annotated[str, typer.Option("--route", "-r", metavar="ROUTE", help="route used when a query names none")] = DEFAULT_ROUTE,
         preload: Annotated[bool, typer.Option("--preload/--no-preload", help="run the default route once at startup to load its models")] = True,
@@ -92,8 +102,8 @@ def register(app: typer.Typer) -> None:
                 raise UserError(f"--index-root {root} is not a folder", code=2)
         config = ServerConfig(
             store=store, group=group, token=token, max_body_bytes=max_body, request_timeout_s=timeout,
-            query_workers=workers, index_roots=list(index_root or []), default_route=default_route,
-            preload=preload,
+            query_workers=workers, max_queued=max_queued, index_roots=list(index_root or []),
+            default_route=default_route, preload=preload,
         )
         settings = Settings()
         configure_logging(lambda: secrets_of(config, settings))
@@ -105,7 +115,8 @@ def register(app: typer.Typer) -> None:
         log_event(
             logging.getLogger(LOGGER_NAME), logging.INFO, "serving",
             host=host, port=port, backend=gr.store.backend, group=gr.group, auth=bool(token),
-            max_body_bytes=max_body, timeout_s=timeout, index_roots=[str(r) for r in config.index_roots],
+            max_body_bytes=max_body, timeout_s=timeout, query_threads=workers, max_queued=config.queue_bound(),
+            index_roots=[str(r) for r in config.index_roots],
         )
         # The socket is bound here so the line below names the real port (also for --port 0).
         sock = bind_socket(host, port)

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
+from fastapi import Query, Request, Response
 from pydantic import BaseModel, Field
 
 if TYPE_CHECKING:
@@ -31,7 +32,11 @@ class GroupSummary(BaseModel):
 class DocumentInfo(BaseModel):
     id: str
     title: str
-    path: str = Field(description="where the document was loaded from (its loader's source)")
+    path: str = Field(
+        description="the file the document was read from, as the client knows it: relative to the server's "
+        "--index-root folder, the title it was uploaded under (POST /index `documents`), or else the file's "
+        "name; `#n` after it numbers an entry of a JSON corpus. Never a path on the server.",
+    )
     content_hash: str | None
     indexed_at: str | None = Field(description="ISO 8601 UTC time of the run that (re)indexed it, when recorded")
     sentences: int
@@ -39,7 +44,11 @@ class DocumentInfo(BaseModel):
 
 class DocumentsResponse(BaseModel):
     group: str
-    documents: list[DocumentInfo]
+    documents: list[DocumentInfo] = Field(description="one page of the group's documents, ordered by title then id")
+    total: int = Field(description="the group's documents in all")
+    offset: int = Field(description="documents skipped before this page")
+    limit: int = Field(description="the most documents this page could hold")
+    next_offset: int | None = Field(description="`offset` of the next page; null on the last page")
 
 
 class DeleteResponse(BaseModel):
@@ -52,6 +61,27 @@ class DeleteResponse(BaseModel):
     warnings: list[str] = Field(default_factory=list)
 
 
+class Page(NamedTuple):
+    rows: list[Any]  # the page's items
+    total: int  # items in the whole listing
+    next_offset: int | None  # None on the last page
+
+
+def page_of(rows: list[Any], limit: int, offset: int) -> Page:
+    """The page of ``rows`` (the whole listing, in its order) that ``limit`` and ``offset`` select."""
+    return Page(rows[offset : offset + limit], len(rows), offset + limit if offset + limit < len(rows) else None)
+
+
+def add_page_headers(response: Response, request: Request, page: Page, limit: int) -> None:
+    """Say the listing's total (`X-Total-Count`) and, when there is a next page, its URL
+    (`Link: <...>; rel="next"`, relative to the server) on ``response``: the paging of a
+    listing whose body is a list, and the same for one whose body is an object."""
+    response.headers["X-Total-Count"] = str(page.total)
+    if page.next_offset is not None:
+        url = request.url.include_query_params(limit=limit, offset=page.next_offset)
+        response.headers["Link"] = f'<{url.path}?{url.query}>; rel="next"'
+
+
 def add_manage_routes(
     app: FastAPI,
     gr: GraphRoute,
@@ -61,29 +91,65 @@ def add_manage_routes(
     run_write: Callable[[Callable[[], Any]], Any],
     error_responses: Callable[..., dict[int | str, dict[str, Any]]],
     forget_uploads: Callable[[str, list[str] | None], None],
+    public_document: Callable[[dict[str, Any]], dict[str, Any]],
+    default_limit: int,
+    max_limit: int,
 ) -> None:
     """Register the endpoints on ``app``. ``run_write`` runs a store write on the index
     writer thread and returns a concurrent future; ``forget_uploads(group, sources)`` deletes
-    the text ``POST /index`` uploaded for a deleted group (None) or its deleted documents."""
+    the text ``POST /index`` uploaded for a deleted group (None) or its deleted documents;
+    ``public_document`` names a listed document's file (and a title that is one) as a
+    client may see it; a listing's page holds ``default_limit`` items unless a request asks for up to
+    ``max_limit``."""
+
+    def limit_param() -> Any:
+        return Query(default_limit, ge=1, le=max_limit, description=f"items per page ({default_limit} when omitted, at most {max_limit})")
+
+    def offset_param() -> Any:
+        return Query(0, ge=0, description="items to skip: 0 for the first page, then the previous page's `next_offset`")
 
     async def write(fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         result: dict[str, Any] = await asyncio.wrap_future(run_write(fn))
         return result
 
-    @app.get("/groups", response_model=list[GroupSummary], tags=["groups"], dependencies=auth, responses=error_responses(401, 503))
-    async def groups() -> list[dict[str, Any]]:
-        """The store's groups with their document and sentence counts (`graphroute groups --json`)."""
-        rows: list[dict[str, Any]] = await run_limited(gr.groups)
+    @app.get(
+        "/groups", response_model=list[GroupSummary], tags=["groups"], dependencies=auth,
+        responses=error_responses(400, 401, 503),
+    )
+    async def groups(
+        request: Request, response: Response, limit: int = limit_param(), offset: int = offset_param(),
+    ) -> list[dict[str, Any]]:
+        """One page of the store's groups, by name, with their document and sentence counts
+        (`graphroute groups --json`). The body stays a list: the total is in `X-Total-Count`
+        and the next page's URL in `Link` (`rel="next"`)."""
+
+        def work() -> tuple[Page, list[dict[str, Any]]]:
+            page = page_of(sorted(gr.store.groups()), limit, offset)
+            return page, gr.groups(page.rows)  # only this page's groups are counted
+
+        page, rows = await run_limited(work)
+        add_page_headers(response, request, page, limit)
         return rows
 
     @app.get(
         "/groups/{group}/documents", response_model=DocumentsResponse, tags=["groups"], dependencies=auth,
-        responses=error_responses(401, 404, 503),
+        responses=error_responses(400, 401, 404, 503),
     )
-    async def documents(group: str) -> dict[str, Any]:
-        """A group's documents: id, title, path, content hash, when indexed, sentences."""
-        rows = await run_limited(lambda: gr.documents(group))
-        return {"group": group, "documents": rows}
+    async def documents(
+        group: str, request: Request, response: Response, limit: int = limit_param(), offset: int = offset_param(),
+    ) -> dict[str, Any]:
+        """One page of a group's documents, by title: id, title, path, content hash, when
+        indexed, sentences; with the total and the next page's `offset`."""
+
+        def work() -> Page:
+            page = page_of(gr.documents(group), limit, offset)
+            # only this page's rows are renamed: an upload's name is read from its file
+            return page._replace(rows=[public_document(row) for row in page.rows])
+
+        page: Page = await run_limited(work)
+        add_page_headers(response, request, page, limit)
+        return {"group": group, "documents": page.rows, "total": page.total,
+                "offset": offset, "limit": limit, "next_offset": page.next_offset}
 
     @app.delete(
         "/groups/{group}", response_model=DeleteResponse, tags=["groups"], dependencies=auth,

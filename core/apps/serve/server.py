@@ -6,7 +6,10 @@ Why it looks the way it does:
   by every request; queries run in a bounded thread pool so a slow route never blocks the
   event loop, and a per-request time limit answers 504 instead of hanging the client. The
   limit is a deadline the query itself checks, so a timed-out query stops and frees its
-  thread instead of running on behind its 504.
+  thread instead of running on behind its 504. The queue in front of the pool is bounded
+  too (:class:`QueryQueue`): past it a query is refused at once with a 503 and Retry-After,
+  before its body is read, instead of every client of a burst waiting with its body in
+  memory.
 * **Same semantics as the CLI.** ``POST /query`` returns exactly ``query --json``
   (:meth:`QueryResult.to_public_json`), route problems come back with the message the CLI
   prints, and overrides use the one override syntax of the Python API.
@@ -37,6 +40,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
@@ -60,6 +64,7 @@ from graphroute.core.errors import (
 )
 from graphroute.core.index.manage import MAX_GROUP_CHARS, check_group_name
 from graphroute.core.index.pipeline import failed_steps, nothing_indexed
+from graphroute.core.index.skeleton import PATH_SEP
 from graphroute.core.lib.deadline import deadline_in
 from graphroute.core.lib.paths import default_cache_dir
 from graphroute.core.query.runner import check_question
@@ -75,11 +80,26 @@ T = TypeVar("T")
 
 DEFAULT_MAX_BODY_BYTES = 1_000_000
 DEFAULT_TIMEOUT_S = 60.0
+DEFAULT_QUERY_THREADS = 4
+# requests that may wait for a query thread, per thread, unless --max-queued says how many:
+# past them a query is refused at once (503, Retry-After) instead of queueing without end,
+# its body held in memory meanwhile (150 queued 900 KB bodies: +160 to +240 MB of server
+# memory). 8 a thread lets 32 clients with one query each in flight wait behind the default
+# 4 threads, as the 32-client load test does, without a refusal.
+DEFAULT_QUEUED_PER_THREAD = 8
+BUSY_RETRY_AFTER_S = 2  # the Retry-After of that 503
 LOGGER_NAME = "graphroute.server"
 # route and profile names: never paths, not even relative ones (no '/', no '.yaml')
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$"
 _REQUEST_ID_RE = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 MAX_JOBS_KEPT = 200
+# listings (GET /groups, GET /groups/{group}/documents) answer one page of `limit` items:
+# this many when a request names no limit, and never more than the maximum
+DEFAULT_PAGE_LIMIT = 100
+MAX_PAGE_LIMIT = 1000
+# the most entries each of a job report's lists (failed, skipped, warnings, encodings) keeps;
+# `omitted` counts the rest, so polling a job over a folder of 100,000 bad files stays small
+MAX_REPORT_ITEMS = 100
 # /health answers 503 when the store does not answer within this (a prober's timeout is
 # typically 5-10 s); the check runs on a thread of its own, never a query thread
 HEALTH_TIMEOUT_S = 4.0
@@ -97,11 +117,18 @@ class ServerConfig:
     token: str | None = None  # bearer token; None means no auth (loopback only, see serve)
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     request_timeout_s: float = DEFAULT_TIMEOUT_S
-    query_workers: int = 4
+    query_workers: int = DEFAULT_QUERY_THREADS
+    # requests that may wait for a query thread while all are busy (None:
+    # DEFAULT_QUEUED_PER_THREAD per thread); more are answered 503
+    max_queued: int | None = None
     index_roots: list[Path] = field(default_factory=list)  # server-side paths allowed under these
     upload_dir: Path | None = None  # where POST /index documents are written before indexing
     default_route: str = DEFAULT_ROUTE
     preload: bool = False  # run the default route once at startup so the first query is not slow
+
+    def queue_bound(self) -> int:
+        """How many requests may wait for a query thread."""
+        return DEFAULT_QUEUED_PER_THREAD * max(1, self.query_workers) if self.max_queued is None else max(0, self.max_queued)
 
     @classmethod
     def from_env(cls, **kwargs: Any) -> "ServerConfig":
@@ -233,7 +260,11 @@ class JobInfo(BaseModel):
         description="`phase` (queued, writing uploads, indexing, done, failed), `inputs`, and the current "
         "indexing `step` with `completed` / `total` items",
     )
-    report: dict[str, Any] | None = Field(None, description="the index report (`graphroute index --json`)")
+    report: dict[str, Any] | None = Field(
+        None, description="the index report (`graphroute index --json`), each file named as the client knows it; its "
+        f"lists `failed`, `skipped`, `warnings` and `encodings` hold at most {MAX_REPORT_ITEMS} entries each, and "
+        "`omitted` (when present) counts the entries past that, per list",
+    )
     error: str | None = None
 
 
@@ -244,7 +275,10 @@ class HealthResponse(BaseModel):
     status: Literal["ok"]
     version: str | None = None
     backend: str | None = None
-    groups: list[str] | None = None
+    groups: list[str] | None = Field(
+        None, description=f"the store's groups by name, the first {MAX_PAGE_LIMIT:,} (`GET /groups` pages through them all)",
+    )
+    groups_total: int | None = Field(None, description="how many groups the store holds")
 
 
 # --------------------------------------------------------------------------- logging
@@ -318,7 +352,7 @@ def _error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
         403: "server-side paths not allowed",
         404: "unknown route, group or job",
         413: "request body too large",
-        503: "store unavailable",
+        503: "store unavailable, or the server busy (`busy`, with Retry-After)",
         504: "the request took longer than the server's time limit",
     }
     return {c: {"model": ErrorBody, "description": text.get(c, "error")} for c in codes}
@@ -371,6 +405,45 @@ def refuse_server_side(base: "ResolvedRoute", ov: Overrides) -> None:
             )
 
 
+# --------------------------------------------------------------------------- query queue
+
+# set while a request holds a place in the query queue, so its run_limited takes no second one
+_HOLDS_PLACE: ContextVar[bool] = ContextVar("graphroute_holds_query_place", default=False)
+
+
+class QueryQueue:
+    """Admission to the query pool: at most ``threads`` requests running and ``max_queued``
+    waiting; the next one is refused with a 503 at once. A request to an endpoint of
+    :attr:`endpoints` (a query's, whose body is the large part) takes its place in the
+    middleware, before its body is read, and keeps it to its end; any other work sent to the
+    pool (``run_limited``) takes one for as long as it runs."""
+
+    def __init__(self, threads: int, max_queued: int) -> None:
+        self.threads, self.max_queued = max(1, threads), max(0, max_queued)
+        self.admitted = 0
+        self.endpoints: set[Callable[..., Any]] = set()
+        self._lock = threading.Lock()
+
+    def enter(self) -> bool:
+        with self._lock:
+            if self.admitted >= self.threads + self.max_queued:
+                return False
+            self.admitted += 1
+            return True
+
+    def leave(self) -> None:
+        with self._lock:
+            self.admitted -= 1
+
+    def busy(self) -> ApiError:
+        return ApiError(
+            503, "busy",
+            f"the server is busy: its query threads ({self.threads}) are all at work and as many requests wait "
+            f"for them as it allows (--max-queued {self.max_queued}); retry in {BUSY_RETRY_AFTER_S} s",
+            headers={"Retry-After": str(BUSY_RETRY_AFTER_S)},
+        )
+
+
 # --------------------------------------------------------------------------- middleware
 
 
@@ -381,13 +454,19 @@ class RequestGuard:
     received, so a chunked upload cannot slip past it.
     """
 
-    def __init__(self, app: Any, *, max_body_bytes: int, logger: logging.Logger, too_large: type[Exception] | None = None) -> None:
+    def __init__(
+        self, app: Any, *, max_body_bytes: int, logger: logging.Logger, too_large: type[Exception] | None = None,
+        queue: QueryQueue | None = None, queued: Callable[[dict[str, Any]], bool] | None = None,
+    ) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
         self.logger = logger
         # FastAPI turns any exception raised while it reads the body into a 400, except
         # HTTPException subclasses: create_app passes one so the client sees the 413.
         self.too_large = too_large
+        # a request for which ``queued(scope)`` is true takes a place in ``queue`` before its
+        # body is read, or is answered 503 without reading it
+        self.queue, self.queued = queue, queued
 
     async def __call__(self, scope: dict[str, Any], receive: Callable[[], Awaitable[Any]], send: Callable[[Any], Awaitable[None]]) -> None:
         if scope["type"] != "http":
@@ -409,19 +488,25 @@ class RequestGuard:
                 message["headers"] = [*message.get("headers", []), (b"x-request-id", rid.encode("latin-1"))]
             await send(message)
 
-        async def reply(code: int, err: str, msg: str) -> None:
+        async def reply(code: int, err: str, msg: str, extra: Mapping[str, str] | None = None) -> None:
             body = json.dumps({"error": err, "message": msg, "request_id": rid}).encode()
             await send_with_id({
                 "type": "http.response.start", "status": code,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                            *((k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in (extra or {}).items())],
             })
             await send({"type": "http.response.body", "body": body})
 
         too_large = f"request body exceeds the server limit of {self.max_body_bytes} bytes"
         declared = headers.get("content-length")
+        queue = self.queue if self.queue is not None and self.queued is not None and self.queued(scope) else None
         if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
             await reply(413, "too_large", too_large)
+        elif queue is not None and not queue.enter():
+            busy = queue.busy()  # the body is never read: the server discards it as it arrives
+            await reply(busy.status, busy.code, busy.message, busy.headers)
         else:
+            holds = _HOLDS_PLACE.set(queue is not None)
             async def limited_receive() -> Any:
                 nonlocal received
                 message = await receive()
@@ -436,12 +521,16 @@ class RequestGuard:
             try:
                 await self.app(scope, limited_receive, send_with_id)
             except ApiError as exc:  # raised while the body was read, before any response
-                await reply(exc.status, exc.code, exc.message)
+                await reply(exc.status, exc.code, exc.message, exc.headers)
             except Exception as exc:  # a bug: log it (as JSON), answer 500 without details
                 log_event(self.logger, logging.ERROR, "unhandled error", request_id=rid,
                           error=f"{type(exc).__name__}: {exc}", exc_info=True)
                 if not started:
                     await reply(500, "internal", f"internal error ({type(exc).__name__}); see the server log for request {rid}")
+            finally:
+                _HOLDS_PLACE.reset(holds)
+                if queue is not None:
+                    queue.leave()
         path = scope.get("path", "")
         log_event(
             self.logger, logging.INFO, "request",
@@ -511,7 +600,7 @@ class JobManager:
         try:
             job.report = _jsonable(work(job))
             if nothing_indexed(job.report):  # the runs after which `graphroute index` exits 1
-                job.error = f"nothing was indexed: {len(job.report['failed'])} input(s) could not be read (see the report's `failed`)"
+                job.error = f"nothing was indexed: {failed_count(job.report)} input(s) could not be read (see the report's `failed`)"
             elif steps := failed_steps(job.report):
                 job.error = f"index step(s) {', '.join(steps)} failed (see the report's `warnings`); the documents were written"
         except Exception as exc:  # the job reports it; the server keeps running
@@ -539,27 +628,41 @@ class JobManager:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 
-def public_report(report: dict[str, Any], names: Mapping[str, str], roots: list[Path]) -> dict[str, Any]:
+def public_report(report: dict[str, Any], titles: Mapping[str, str], sources: "SourceNames") -> dict[str, Any]:
     """An index report as a client may see it: each file named as the client knows it (an
-    uploaded document by its title in ``names``, a file under an --index-root by its path
-    relative to that root) and any other server path in a message cut to its last part."""
+    upload of this job by the title it was sent with in ``titles``, any other file as
+    ``sources`` names it: relative to its --index-root, or by its name), any other server
+    path in a message cut to its last part, and each list (``failed``, ``skipped``,
+    ``warnings``, ``encodings``) cut to its first :data:`MAX_REPORT_ITEMS` entries,
+    ``omitted`` counting the rest."""
 
     def name(path: str) -> str:
-        if path in names:
-            return names[path]
-        root = next((r for r in roots if Path(path).is_relative_to(r)), None)
-        return Path(path).relative_to(root).as_posix() if root is not None else redact_paths(path)
+        return titles[path] if path in titles else sources.source(path)
 
     def entry(item: dict[str, Any]) -> dict[str, Any]:
         return {**item, "path": name(str(item.get("path", ""))), "reason": redact_paths(str(item.get("reason", "")))}
 
-    return {
-        **report,
-        "failed": [entry(f) for f in report.get("failed", [])],
-        "skipped": [entry(f) for f in report.get("skipped", [])],
-        "encodings": {name(path): enc for path, enc in report.get("encodings", {}).items()},
-        "warnings": [redact_paths(str(w)) for w in report.get("warnings", [])],
+    lists: dict[str, list[Any]] = {
+        "failed": list(report.get("failed", [])), "skipped": list(report.get("skipped", [])),
+        "encodings": list(report.get("encodings", {}).items()), "warnings": list(report.get("warnings", [])),
     }
+    omitted = {key: len(items) - MAX_REPORT_ITEMS for key, items in lists.items() if len(items) > MAX_REPORT_ITEMS}
+    kept = {key: items[:MAX_REPORT_ITEMS] for key, items in lists.items()}
+    public = {
+        **report,
+        "failed": [entry(f) for f in kept["failed"]],
+        "skipped": [entry(f) for f in kept["skipped"]],
+        "encodings": {name(path): enc for path, enc in kept["encodings"]},
+        "warnings": [redact_paths(str(w)) for w in kept["warnings"]],
+    }
+    if omitted:
+        public["omitted"] = omitted
+    return public
+
+
+def failed_count(report: Mapping[str, Any]) -> int:
+    """The inputs a (public) job report counts as failed, those past its list included."""
+    return len(report.get("failed", [])) + int((report.get("omitted") or {}).get("failed", 0))
 
 
 def _jsonable(value: Any) -> dict[str, Any]:
@@ -597,10 +700,14 @@ def write_uploads(directory: Path, documents: list[IndexDocument]) -> list[Path]
     return paths
 
 
+def _upload_root(config: ServerConfig, store_location: str) -> Path:
+    """The folder that holds every group's upload folder for one store."""
+    return config.upload_dir or (default_cache_dir() / "uploads" / hashlib.sha1(store_location.encode()).hexdigest()[:12])
+
+
 def _upload_dir_for(config: ServerConfig, store_location: str, group: str) -> Path:
     """The folder of one group's uploads (its own: the folder name holds a hash of the group)."""
-    root = config.upload_dir or (default_cache_dir() / "uploads" / hashlib.sha1(store_location.encode()).hexdigest()[:12])
-    return root / _slug(group)
+    return _upload_root(config, store_location) / _slug(group)
 
 
 def remove_uploads(directory: Path, sources: Iterable[str] | None = None) -> None:
@@ -618,6 +725,66 @@ def remove_uploads(directory: Path, sources: Iterable[str] | None = None) -> Non
             f.unlink(missing_ok=True)
     with contextlib.suppress(OSError):  # still holds uploads of other documents
         folder.rmdir()
+
+
+def upload_title(path: Path) -> str | None:
+    """The title an upload was sent with: the front matter :func:`write_uploads` puts on its
+    first two lines. None when the file is gone or does not begin that way."""
+    try:
+        with path.open(encoding="utf-8") as fh:
+            first, second = fh.readline(16), fh.readline(4096)
+    except (OSError, UnicodeDecodeError):
+        return None
+    if first.rstrip("\n") != "---" or not second.startswith("title: "):
+        return None
+    try:
+        title = json.loads(second[len("title: "):])
+    except ValueError:
+        return None
+    return title if isinstance(title, str) and title else None
+
+
+class SourceNames:
+    """How the API names the file a document was read from, so that no answer shows a server
+    path: a file under an ``--index-root`` folder by its path relative to that folder, an
+    upload by the title it was uploaded under, any other file by its name; the ``#n`` of a
+    JSON corpus entry is kept. The names the index jobs' reports give files, applied to the
+    documents listing and to a query's evidence."""
+
+    def __init__(self, roots: Iterable[Path], uploads: Path) -> None:
+        self.roots = [Path(os.path.realpath(r)) for r in roots]
+        self.uploads = Path(os.path.realpath(uploads))  # every group's upload folder is in it
+
+    def source(self, source: str) -> str:
+        """The name of a document's source as the store records it (its `path`)."""
+        file_part, sep, entry = source.partition("#")
+        path = Path(file_part)
+        if not path.is_absolute():
+            return redact_paths(source)
+        if path.is_relative_to(self.uploads):  # an upload is one document, no `#n`
+            return upload_title(path) or path.name
+        root = next((r for r in self.roots if path.is_relative_to(r)), None)
+        return (path.relative_to(root).as_posix() if root is not None else path.name) + sep + entry
+
+    def label(self, text: str) -> str:
+        """A document title or section path (``title > section``) with a title that is a
+        server path named as :meth:`source` names it: a document the loader found no title
+        for (a JSON corpus entry with a blank one) is titled by its source."""
+        title, sep, rest = text.partition(PATH_SEP)
+        return self.source(title) + sep + rest if Path(title.partition("#")[0]).is_absolute() else text
+
+    def document(self, row: dict[str, Any]) -> dict[str, Any]:
+        """A row of the documents listing (:meth:`GraphRoute.documents`) as a client sees it."""
+        return {**row, "path": self.source(str(row.get("path") or "")), "title": self.label(str(row.get("title") or ""))}
+
+    def result(self, result: dict[str, Any]) -> dict[str, Any]:
+        """A query's public JSON (:meth:`QueryResult.to_public_json`) with its evidence's and
+        citations' document titles and section paths named as :meth:`label` names them."""
+        for item in [*result.get("evidence", []), *result.get("citations", [])]:
+            for key in ("document", "section_path"):
+                if isinstance(item.get(key), str):
+                    item[key] = self.label(item[key])
+        return result
 
 
 # --------------------------------------------------------------------------- API docs
@@ -676,6 +843,7 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
     from graphroute.core import __version__
     from graphroute.core.lib import progress
     from starlette.exceptions import HTTPException as StarletteHTTPException
+    from starlette.routing import Match
 
     config = config or ServerConfig.from_env()
     if engine is None:
@@ -691,8 +859,10 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
     logger = logging.getLogger(LOGGER_NAME)
     jobs = JobManager(logger)
     pool = ThreadPoolExecutor(max_workers=max(1, config.query_workers), thread_name_prefix="graphroute-query")
+    queue = QueryQueue(config.query_workers, config.queue_bound())
     health_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="graphroute-health")
     roots = [Path(os.path.realpath(r)) for r in config.index_roots]
+    sources = SourceNames(roots, _upload_root(config, gr.store.location or "store"))
     timed_out = (
         f"the request took longer than {config.request_timeout_s:g} s; "
         "try a cheaper route or raise the server's --timeout"
@@ -712,12 +882,18 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
             with deadline_in(left):
                 return fn()
 
+        holds = _HOLDS_PLACE.get()  # a query's request took its place before its body was read
+        if not holds and not queue.enter():
+            raise queue.busy()
         loop = asyncio.get_running_loop()
         fut = loop.run_in_executor(pool, work)
         try:
             return await asyncio.wait_for(fut, timeout=config.request_timeout_s)
         except TimeoutError:
             raise ApiError(504, "timeout", timed_out) from None
+        finally:
+            if not holds:
+                queue.leave()
 
     bearer = HTTPBearer(auto_error=False, description="`Authorization: Bearer <token>` (when the server has a token)")
 
@@ -781,8 +957,17 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
         def __init__(self, message: str) -> None:
             super().__init__(413, message)
 
+    def uses_query_queue(scope: dict[str, Any]) -> bool:
+        """Whether a request is for an endpoint that takes its place in the query queue
+        before its body is read (``queue.endpoints``), as the router will match it."""
+        for route in app.router.routes:
+            if getattr(route, "endpoint", None) in queue.endpoints and route.matches(scope)[0] is Match.FULL:
+                return True
+        return False
+
     app.add_middleware(
         RequestGuard, max_body_bytes=config.max_body_bytes, logger=logger, too_large=BodyTooLarge,  # type: ignore[arg-type]
+        queue=queue, queued=uses_query_queue,
     )
 
     def request_id(request: Request) -> str | None:
@@ -810,7 +995,12 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
 
     @app.exception_handler(RequestValidationError)
     async def _invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
-        return error_response(request, 422, "invalid_request", validation_message(exc.errors()))
+        errors = list(exc.errors())
+        # a query-string parameter out of range (`?limit=0`) is a bad request like any other
+        # bad argument; a body that does not match the schema stays a 422
+        if errors and all(tuple(e.get("loc", ()))[:1] == ("query",) for e in errors):
+            return error_response(request, 400, "bad_parameter", validation_message(errors))
+        return error_response(request, 422, "invalid_request", validation_message(errors))
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -890,7 +1080,9 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
             raise ApiError(503, "store_unavailable", why if full else "the store is unavailable") from None
         if not full:
             return HealthResponse(status="ok")
-        return HealthResponse(status="ok", version=__version__, backend=gr.store.backend, groups=groups)
+        return HealthResponse(
+            status="ok", version=__version__, backend=gr.store.backend, groups=groups[:MAX_PAGE_LIMIT], groups_total=len(groups),
+        )
 
     @app.post(
         "/query", response_model=QueryResponse, tags=["query"], dependencies=auth,
@@ -907,9 +1099,11 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
         def work() -> dict[str, Any]:
             refuse_server_side(gr.route(route), overrides)
             known_group(group)
-            return gr.query(body.question, route=route, group=group, overrides=overrides).to_public_json()
+            return sources.result(gr.query(body.question, route=route, group=group, overrides=overrides).to_public_json())
 
         return await run_limited(work)
+
+    queue.endpoints.add(query)
 
     @app.get("/routes", response_model=list[RouteSummary], tags=["routes"], dependencies=auth, responses=_error_responses(401))
     async def routes() -> list[RouteSummary]:
@@ -929,7 +1123,7 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
 
     @app.get(
         "/routes/{name}", response_model=RouteDetail, tags=["routes"], dependencies=auth,
-        responses=_error_responses(400, 401, 404),
+        responses=_error_responses(400, 401, 404, 503),
     )
     async def route_show(name: str) -> RouteDetail:
         """The fully resolved route (after extends and environment overrides)."""
@@ -952,7 +1146,7 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
 
     @app.post(
         "/index", response_model=JobInfo, status_code=202, tags=["index"], dependencies=auth,
-        responses=_error_responses(400, 401, 403, 413),
+        responses=_error_responses(400, 401, 403, 413, 503),
     )
     async def index(body: IndexRequest, request: Request) -> JobInfo:
         """Start indexing documents (title + text) or server-side paths; poll `GET /jobs/{id}`."""
@@ -1013,7 +1207,7 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
                 allowed = [*roots, upload_dir] if roots else None
                 report = _jsonable(gr.index(targets, group=group, profile=body.profile, roots=allowed))
             forget_failed_uploads(group, [str(f.get("path")) for f in report.get("failed", []) if f.get("path") in titles])
-            return public_report(report, titles, roots)
+            return public_report(report, titles, sources)
 
         job = jobs.submit(group, work, request_id(request) or "")
         return job.info()
@@ -1030,10 +1224,13 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
 
     add_manage_routes(
         app, gr, auth=auth, run_limited=run_limited, run_write=jobs.run_write, error_responses=_error_responses,
-        forget_uploads=forget_uploads,
+        forget_uploads=forget_uploads, public_document=sources.document,
+        default_limit=DEFAULT_PAGE_LIMIT, max_limit=MAX_PAGE_LIMIT,
     )
 
     # what an app mounted on this one (the playground) reuses: the token check, the query pool
     app.state.auth, app.state.run_limited = auth, run_limited
     app.state.known_group, app.state.route_file = known_group, route_file
+    app.state.query_queue = queue
+    app.state.source_names = sources
     return app

@@ -35,9 +35,11 @@ from graphroute.core.apps.bench.bench import (
 from graphroute.core.apps.bench.datasets import Question
 from graphroute.core.apps.bench.metrics import dedupe
 from graphroute.core.apps.serve.server import (
+    MAX_PAGE_LIMIT,
     NAME_PATTERN,
     ApiError,
     QueryResponse,
+    SourceNames,
     _error_responses,
     redact_paths,
     refuse_server_side,
@@ -99,7 +101,7 @@ class PlaygroundConfig(BaseModel):
 
 
 class InfoResponse(BaseModel):
-    groups: list[str]
+    groups: list[str] = Field(description=f"the store's groups by name, the first {MAX_PAGE_LIMIT:,} (and the default group)")
     group: str = Field(description="the server's default group")
     route: str = Field(description="the server's default route")
 
@@ -286,7 +288,9 @@ class QuestionSetResponse(BaseModel):
     comparison: dict[str, Any] = Field(description="what `graphroute ab --json` prints: metrics, deltas, wins/losses, verdict")
     a: list[dict[str, Any]] = Field(description="A's per-question records (bench's fields; passages are indexes into `documents`)")
     b: list[dict[str, Any]]
-    documents: list[str] = Field(description="the group's document titles; gold and ranked passages index into it")
+    documents: list[str] = Field(
+        description="the titles of the documents the records name: their `gold` and `ranked` are indexes into this list",
+    )
     unresolved_gold: list[str] = Field(description="gold references that name no document of the group")
     higher_is_better: dict[str, bool]
 
@@ -605,9 +609,10 @@ def _top_seeds(state: QueryState, k: int) -> list[tuple[str, float]]:
     return sorted(weights.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
 
 
-def neighbourhood(store: GraphStore, group: str, state: QueryState, result: QueryResult) -> GraphView:
+def neighbourhood(store: GraphStore, group: str, state: QueryState, result: QueryResult, names: SourceNames) -> GraphView:
     """Seeds, ranked entities and chosen passages of one run, with the edges among them:
-    MENTIONS from a passage (or the chunk it belongs to) to an entity, and entity-entity edges."""
+    MENTIONS from a passage (or the chunk it belongs to) to an entity, and entity-entity edges
+    (a passage named by its section path, a title that is a server path as ``names`` says)."""
     nodes: dict[str, GraphNode] = {}
 
     def add(node_id: str, role: Literal["seed", "ranked", "passage"], **fields: Any) -> None:
@@ -628,7 +633,7 @@ def neighbourhood(store: GraphStore, group: str, state: QueryState, result: Quer
     owner: dict[str, str] = {}  # the chunk of a sentence or paragraph -> the evidence id
     for ev in result.evidence[:GRAPH_PASSAGES]:
         add(ev.id, "passage", score=round(ev.score, 6), text=ev.text[:240])
-        nodes[ev.id].name = ev.section_path or ev.document or ev.id
+        nodes[ev.id].name = names.label(ev.section_path or ev.document) or ev.id
         owner.setdefault(ev.id, ev.id)
         if ev.chunk_id:
             owner.setdefault(ev.chunk_id, ev.id)
@@ -636,7 +641,7 @@ def neighbourhood(store: GraphStore, group: str, state: QueryState, result: Quer
         view = nodes[node.id]
         view.label = node.label
         if node.label == Label.ENTITY or view.name == node.id:
-            view.name = str(node.props.get("name") or node.props.get("title") or view.name)
+            view.name = names.label(str(node.props.get("name") or node.props.get("title") or view.name))
         if not view.text and node.label != Label.ENTITY:
             view.text = str(node.props.get("text") or "")[:240]
     entity_ids = [n.id for n in nodes.values() if n.label == Label.ENTITY]
@@ -653,8 +658,9 @@ def neighbourhood(store: GraphStore, group: str, state: QueryState, result: Quer
     return GraphView(nodes=list(nodes.values()), edges=list(edges.values())[:200])
 
 
-def run_one(gr: GraphRoute, question: str, group: str, config: PlaygroundConfig) -> RunResponse:
-    """Answer one question with one configuration; keep the blackboard for the graph view."""
+def run_one(gr: GraphRoute, question: str, group: str, config: PlaygroundConfig, names: SourceNames) -> RunResponse:
+    """Answer one question with one configuration; keep the blackboard for the graph view.
+    Documents are named as ``POST /query`` names them (``names``): never by a server path."""
     if not question.strip():
         raise ApiError(400, "bad_request", "the question is empty")
     ov = config.overrides()
@@ -663,8 +669,8 @@ def run_one(gr: GraphRoute, question: str, group: str, config: PlaygroundConfig)
     state = QueryState(question=question, group=group)
     result = run_route(resolved, question, gr.services(group), state)
     return RunResponse(
-        result=QueryResponse.model_validate(result.to_public_json()),
-        graph=neighbourhood(gr.store, group, state, result),
+        result=QueryResponse.model_validate(names.result(result.to_public_json())),
+        graph=neighbourhood(gr.store, group, state, result, names),
         params=_params_of(resolved), enabled=_enabled_of(resolved),
     )
 
@@ -716,11 +722,12 @@ def diff_runs(a: RunResponse, b: RunResponse) -> ABDiff:
     )
 
 
-def run_question_set(gr: GraphRoute, group: str, body: QuestionSetRequest) -> QuestionSetResponse:
+def run_question_set(gr: GraphRoute, group: str, body: QuestionSetRequest, names: SourceNames) -> QuestionSetResponse:
     """Both configurations over the questions, scored and compared as `graphroute ab` does.
-    The group's documents are the passages: gold references name documents by title or id."""
+    The group's documents are the passages: gold references name documents by title or id
+    (a title that is a server path also by the name ``names`` gives it)."""
     docs = sorted(gr.store.iter_nodes(group, Label.DOCUMENT), key=lambda n: n.id)
-    titles = [str(d.props.get("title") or d.id) for d in docs]
+    titles = [names.label(str(d.props.get("title") or d.id)) for d in docs]
     doc_map = {d.id: i for i, d in enumerate(docs)}
     unresolved: list[str] = []
     questions: list[Question] = []
@@ -749,9 +756,17 @@ def run_question_set(gr: GraphRoute, group: str, body: QuestionSetRequest) -> Qu
             records[j].append(score_record(q, result, ranked_passages(result, doc_map, gr.store, group)))
     runs = [VariantRun(Variant(f"{label}:{config.route}", config.route, None if ov.is_empty() else ov), aggregate(recs), recs)
             for (label, config, ov), recs in zip(configs, records, strict=True)]
+    comparison = compare(runs[0], runs[1])
+    # the response lists the documents the records name (gold and ranked), not the whole
+    # group: its size follows the question set, never the group's
+    named = sorted({i for recs in records for rec in recs for key in ("gold", "ranked") for i in rec[key]})
+    position = {doc: n for n, doc in enumerate(named)}
+    for recs in records:
+        for rec in recs:
+            rec["gold"], rec["ranked"] = [position[i] for i in rec["gold"]], [position[i] for i in rec["ranked"]]
     return QuestionSetResponse(
-        comparison=compare(runs[0], runs[1]), a=runs[0].per_question, b=runs[1].per_question,
-        documents=titles, unresolved_gold=dedupe(unresolved), higher_is_better=HIGHER_IS_BETTER,
+        comparison=comparison, a=runs[0].per_question, b=runs[1].per_question,
+        documents=[titles[i] for i in named], unresolved_gold=dedupe(unresolved), higher_is_better=HIGHER_IS_BETTER,
     )
 
 
@@ -770,6 +785,7 @@ def mount_playground(app: FastAPI) -> None:
     gr: GraphRoute = app.state.engine
     default_route: str = app.state.config.default_route
     run_limited: RunLimited = app.state.run_limited
+    names: SourceNames = app.state.source_names
     known_group: Callable[[str], None] = app.state.known_group
     route_file: Callable[[str], Path] = app.state.route_file
     router = APIRouter(prefix="/playground", tags=["playground"], dependencies=list(app.state.auth))
@@ -779,13 +795,16 @@ def mount_playground(app: FastAPI) -> None:
         known_group(g)
         return g
 
-    @router.get("/info", response_model=InfoResponse, responses=_error_responses(401))
+    @router.get("/info", response_model=InfoResponse, responses=_error_responses(401, 503))
     async def info() -> InfoResponse:
         """The store's groups and the server's default group and route."""
-        groups = await run_limited(gr.store.groups)
-        return InfoResponse(groups=sorted(groups), group=gr.group, route=default_route)
+        groups = sorted(await run_limited(gr.store.groups))
+        first = groups[:MAX_PAGE_LIMIT]  # the page's group picker; a bounded list whatever the store holds
+        if gr.group in groups[MAX_PAGE_LIMIT:]:
+            first.append(gr.group)
+        return InfoResponse(groups=first, group=gr.group, route=default_route)
 
-    @router.get("/routes/{name}", response_model=RouteView, responses=_error_responses(400, 401, 404))
+    @router.get("/routes/{name}", response_model=RouteView, responses=_error_responses(400, 401, 404, 503))
     async def route_stages(name: str) -> RouteView:
         """The resolved route as the page edits it: stages in run order, each with its
         parameters' values and types (from the stage's Params model)."""
@@ -796,7 +815,7 @@ def mount_playground(app: FastAPI) -> None:
         resolved = await run_limited(lambda: gr.route(name))
         return route_view(resolved)
 
-    @router.post("/resolve", response_model=ResolveResponse, responses=_error_responses(400, 401, 404, 413))
+    @router.post("/resolve", response_model=ResolveResponse, responses=_error_responses(400, 401, 404, 413, 503))
     async def resolve(body: ResolveRequest) -> ResolveResponse:
         """Validate a configuration (every error with the CLI's message); when it is valid,
         what it changes, the route file that reproduces it and the equivalent command."""
@@ -816,7 +835,7 @@ def mount_playground(app: FastAPI) -> None:
 
         return await run_limited(work)
 
-    @router.post("/import", response_model=ImportResponse, responses=_error_responses(400, 401, 404, 413))
+    @router.post("/import", response_model=ImportResponse, responses=_error_responses(400, 401, 404, 413, 503))
     async def import_route(body: ImportRequest) -> ImportResponse:
         """Read a route file written by `Copy as YAML` (or by hand: `extends` plus stages
         switched or given parameters) back into a configuration."""
@@ -827,7 +846,7 @@ def mount_playground(app: FastAPI) -> None:
         """Answer a question with one configuration: `POST /query`'s result, the resolved
         parameters, and the graph neighbourhood the route used."""
         route_file(body.config.route)
-        return await run_limited(lambda: run_one(gr, body.question, group_of(body.group), body.config))
+        return await run_limited(lambda: run_one(gr, body.question, group_of(body.group), body.config, names))
 
     @router.post("/ab", response_model=ABResponse, responses=_error_responses(400, 401, 404, 413, 503, 504))
     async def ab(body: ABRequest) -> ABResponse:
@@ -837,8 +856,8 @@ def mount_playground(app: FastAPI) -> None:
 
         def work() -> ABResponse:
             group = group_of(body.group)
-            a = run_one(gr, body.question, group, body.a)
-            b = run_one(gr, body.question, group, body.b)
+            a = run_one(gr, body.question, group, body.a, names)
+            b = run_one(gr, body.question, group, body.b, names)
             return ABResponse(a=a, b=b, diff=diff_runs(a, b))
 
         return await run_limited(work)
@@ -848,8 +867,10 @@ def mount_playground(app: FastAPI) -> None:
         """Score A and B on a small question set (up to 50) with `graphroute ab`'s metrics."""
         route_file(body.a.route)
         route_file(body.b.route)
-        return await run_limited(lambda: run_question_set(gr, group_of(body.group), body))
+        return await run_limited(lambda: run_question_set(gr, group_of(body.group), body, names))
 
+    # like POST /query: a place in the query queue is taken (or refused) before the body is read
+    app.state.query_queue.endpoints.update({resolve, import_route, query, ab, ab_questions})
     app.include_router(router)
     app.mount("/playground/static", StaticFiles(directory=STATIC_DIR), name="playground-static")
 
