@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from typing import NoReturn
 
 from graphroute.core.errors import QueryTimeoutError
 
@@ -47,5 +48,14 @@ def check_deadline(where: str = "") -> None:
     """Raise :class:`QueryTimeoutError` when the deadline has passed (cheap: one clock read)."""
     current = _deadline.get()
     if current is not None and time.monotonic() >= current[0]:
-        at = f" (stopped at {where})" if where else ""
-        raise QueryTimeoutError(f"the query took longer than its {current[1]:g} s time limit{at}")
+        timed_out(where)
+
+
+def timed_out(where: str = "") -> NoReturn:
+    """Raise :class:`QueryTimeoutError` for the current deadline: for work that was given
+    :func:`remaining` as its own time limit and ran out of it (the clock may read a hair
+    before the deadline then)."""
+    current = _deadline.get()
+    at = f" (stopped at {where})" if where else ""
+    limit = f"its {current[1]:g} s time limit" if current is not None else "its time limit"
+    raise QueryTimeoutError(f"the query took longer than {limit}{at}")

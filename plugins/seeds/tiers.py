@@ -38,7 +38,7 @@ from graphroute.core.api.store import GraphStore, counted_nodes, per_version
 from graphroute.core.errors import LLMOutputError
 from graphroute.core.hookspecs import hookimpl
 from graphroute.core.lib.communities import THEMATIC_COMMUNITIES
-from graphroute.core.lib.deadline import check_deadline, remaining
+from graphroute.core.lib.deadline import remaining, timed_out
 from graphroute.core.lib.llm import LLMStageParams, complete_json, record_usage
 from graphroute.core.lib.topk import largest
 from graphroute.plugins.baselines.lexical import lexical_hits
@@ -439,8 +439,7 @@ def cue_matches(cue: str, question: str) -> bool:
     try:
         return regex.search(cue, question, regex.IGNORECASE, timeout=None if left is None else max(left, 0.0)) is not None
     except TimeoutError:
-        check_deadline("weight_profile cue")
-        raise
+        timed_out("weight_profile cue")
 
 
 def cue_votes(question: str, profiles: Mapping[str, Profile]) -> dict[str, int]:

@@ -153,3 +153,20 @@ def test_a_request_cannot_point_a_stage_at_its_own_url_with_a_server_secret(
     assert seen == []  # before: "Bearer the-servers-own-secret", sent to the client's URL
     plain = client.post("/query", json={"question": "travel", "route": "t_cues", "overrides": {"weight_profile.use_embeddings": False}})
     assert plain.status_code == 200, plain.text
+
+
+def test_a_cue_that_runs_out_of_the_query_s_time_is_a_timeout_even_a_hair_before_the_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cue's regex is given the query's remaining time; when it runs out the query has
+    timed out (504), even if the clock, read a moment later, is still a hair short of the
+    deadline (it was a 500 `stage_failed` then)."""
+    import regex
+    from graphroute.core.errors import QueryTimeoutError
+    from graphroute.core.lib.deadline import deadline_in
+    from graphroute.plugins.seeds import tiers
+
+    def ran_out(*args: object, **kwargs: object) -> None:
+        raise TimeoutError("regex timed out")
+
+    monkeypatch.setattr(regex, "search", ran_out)
+    with deadline_in(60.0), pytest.raises(QueryTimeoutError):
+        tiers.cue_matches("(a|aa)+$", "aaaa!")
