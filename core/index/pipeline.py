@@ -456,8 +456,13 @@ class Indexer:
         if (dirty or steps_changed) and (documents or to_remove):
             # only a run that changed something rewrites the meta (a write bumps the group
             # version and would invalidate every cache for nothing)
+            # a step that failed left its layer unbuilt: the run stays pending, so the next
+            # one runs the steps again even though no document changed
+            done_fp: dict[str, Any] = {"parse": parse_fp, "steps": steps_fp}
+            if failed_steps({"steps": report.steps}):
+                done_fp["pending"] = True
             self.store.write(self.group, meta={
-                FINGERPRINT_META: {"parse": parse_fp, "steps": steps_fp},
+                FINGERPRINT_META: done_fp,
                 INDEX_PROFILE_META: profile_json,
                 EMBEDDER_MODEL_META: model_id,
                 INDEX_REPORT_META: report.to_json(),
@@ -566,7 +571,7 @@ class Indexer:
                     step = cls(cls.Params(**spec.with_))
                     stats = step.run(ctx) or {}
             except Exception as exc:  # documents are safe; report the broken step loudly
-                msg = f"index step {spec.use!r} failed: {type(exc).__name__}: {exc}"
+                msg = f"index step {spec.use!r} failed: {type(exc).__name__}: {exc}; the next index run of the group runs it again"
                 report.warnings.append(msg)
                 results[spec.use] = {"error": f"{type(exc).__name__}: {exc}"}
                 continue
