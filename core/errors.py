@@ -168,6 +168,16 @@ class StoreUnavailableError(StoreError):
     code = "store_unavailable"
 
 
+class GroupBusyError(StoreError):
+    """Another index run or delete is writing the group. Two at once would each build the
+    derived layers (kNN edges, entity graph, communities) from what it read, and the one
+    that finished last would leave them without the other's documents (exit 3, HTTP 409)."""
+
+    exit_code = EXIT_UNAVAILABLE
+    http_status = 409
+    code = "group_busy"
+
+
 class LoaderError(GraphRouteError):
     """A file that cannot be loaded; the message says which file and why."""
 

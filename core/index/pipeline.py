@@ -237,7 +237,14 @@ class Indexer:
         """Index ``paths``; delete the documents whose ids are in ``remove`` (and, with
         ``remove_missing``, those whose files are gone), then update the derived layers. With
         ``roots``, files whose real path (links followed) is outside every root are reported
-        in ``failed`` and skipped."""
+        in ``failed`` and skipped. The run holds the group's index lock throughout
+        (:meth:`GraphStore.index_lock`): a second run into the group meanwhile is refused."""
+        with self.store.index_lock(self.group):
+            return self._index_paths(paths, remove_missing, remove, roots)
+
+    def _index_paths(
+        self, paths: list[Path], remove_missing: bool, remove: Collection[str], roots: list[Path] | None
+    ) -> IndexReport:
         from graphroute.core.api.constants import (
             EMBEDDER_MODEL_META,
             INDEX_PROFILE_META,
@@ -273,8 +280,8 @@ class Indexer:
 
         def run_meta(entries: Mapping[str, Any]) -> dict[str, Any]:
             """The meta every write of this run carries: its changes to the documents record
-            (a MetaPatch, merged in the write's transaction, so a concurrent run into the same
-            group keeps its own entries) and the fingerprint marked pending until the index
+            (a MetaPatch, merged in the write's transaction, so on a store without an index
+            lock a concurrent run into the same group keeps its own entries) and the fingerprint marked pending until the index
             steps have run."""
             return {DOCUMENTS_META: MetaPatch(entries), FINGERPRINT_META: pending_fp}
 

@@ -21,6 +21,8 @@ Layout of ``<dir>/graph.sqlite``:
   counter, so they only ever grow, even across ``delete_group`` (a cache keyed on an old
   version can never match again).
 
+``<dir>/index-<hash of a group>.lock``: the group's index lock (:meth:`EmbeddedStore.index_lock`).
+
 Property lookup (``find_nodes``): expression indexes on ``json_extract(props, '$.<p>')`` for
 the props routes look up by value (``name``, ``norm``, ``path``, ``title``, ``doc_id``,
 ``alias``). An expression index needs no extra table to keep in sync (a side table of
@@ -30,6 +32,7 @@ the same transaction. Other props fall back to the (grp, label) index plus a fil
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -41,6 +44,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import numpy as np
+from filelock import FileLock, Timeout
 from graphroute.core.api.components import ComponentParams, StoreBackend
 from graphroute.core.api.models import Edge, Node
 from graphroute.core.api.neighbourhood import NeighbourCounts, Neighbourhood
@@ -57,7 +61,7 @@ from graphroute.core.api.store import (
     patched_meta,
     read_version,
 )
-from graphroute.core.errors import StoreError, StoreLocationError
+from graphroute.core.errors import GroupBusyError, StoreError, StoreLocationError
 from graphroute.core.hookspecs import hookimpl
 from graphroute.core.lib.embed_cache import enable_wal
 from graphroute.core.lib.vector_matrix import VectorMatrix
@@ -330,6 +334,32 @@ class EmbeddedStore(GraphStore):
             with suppress(sqlite3.Error):
                 conn.close()
         self._spaces.clear()
+
+    # ------------------------------------------------------------------ index runs
+    @contextmanager
+    def index_lock(self, group: str) -> Iterator[None]:
+        """An OS file lock (``filelock``: flock on POSIX) on ``index-<hash of group>.lock``
+        in the store folder, one file per group so runs into different groups go on side by
+        side. The OS lets go of it when its process ends, even by ``kill -9``: a crashed run
+        never leaves the group locked."""
+        if self.read_only:  # nothing can be written; the write itself says so
+            yield
+            return
+        name = hashlib.sha1(group.encode("utf-8")).hexdigest()[:16]
+        lock = FileLock(str(self.path / f"index-{name}.lock"))
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            raise GroupBusyError(
+                f"group {group!r} of store {self.location!r} is being written by another index run or delete; "
+                "wait for it to finish, then run this again"
+            ) from None
+        except OSError as exc:
+            raise StoreError(f"cannot lock group {group!r} in the store folder {self.location!r}: {exc}") from exc
+        try:
+            yield
+        finally:
+            lock.release()
 
     # ------------------------------------------------------------------ groups and metadata
     def groups(self) -> list[str]:
