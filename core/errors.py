@@ -30,6 +30,7 @@ EXIT_UNAVAILABLE = 3
 # `graphroute index`: some files of a supported type could not be read; the others were
 # indexed (files of an unsupported type are skipped with a warning and do not count).
 EXIT_FILES_FAILED = 4
+EXIT_INTERRUPTED = 130  # Ctrl+C, as shells report a process that SIGINT stopped (128 + 2)
 
 
 class GraphRouteError(Exception):
@@ -279,7 +280,7 @@ class IndexCancelled(GraphRouteError):
     """An index run stopped at its next step of progress because the process running it is
     stopping (the HTTP server's shutdown); the next run of the same input finishes it."""
 
-    exit_code = 130
+    exit_code = EXIT_INTERRUPTED
     http_status = 503
     code = "cancelled"
 
@@ -294,7 +295,7 @@ def exit_code_for(exc: BaseException) -> int:
     if isinstance(exc, GraphRouteError):
         return exc.exit_code
     if isinstance(exc, KeyboardInterrupt):
-        return 130
+        return EXIT_INTERRUPTED
     return EXIT_INTERNAL
 
 
