@@ -329,6 +329,7 @@ def test_a_step_that_failed_runs_again_in_the_next_run(tmp_path: Path, store: Gr
     assert first["indexed"] == 3 and "error" in first["steps"]["flaky_step"]  # type: ignore[index, operator]
     assert "the next index run of the group runs it again" in first["warnings"][0]  # type: ignore[index]
     assert store.get_meta("g", "flaky_layer") is None
+    assert group_stats(store, "g")["unfinished_run"] is True  # `stats` and `query` say so
 
     broken.unlink()  # the disk has room again
     second = run()
@@ -336,5 +337,6 @@ def test_a_step_that_failed_runs_again_in_the_next_run(tmp_path: Path, store: Gr
     assert second["steps"]["flaky_step"] == {"documents": 3, "seconds": second["steps"]["flaky_step"]["seconds"]}  # type: ignore[index]
     assert second["warnings"] == []
     assert len(store.get_meta("g", "flaky_layer")) == 3  # built over every document
+    assert group_stats(store, "g")["unfinished_run"] is False
 
     assert run()["steps"] == {}  # and then the group is complete: nothing left to do

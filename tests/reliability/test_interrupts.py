@@ -10,6 +10,7 @@ there, so the test does not depend on how long a real step takes on a busy machi
 
 from __future__ import annotations
 
+import json
 import shutil
 import signal
 import subprocess
@@ -74,8 +75,13 @@ def test_ctrl_c_during_index_says_so_and_the_next_run_finishes(tmp_path: Path, s
 
     assert_consistent(store, "g")  # the new document is whole, and queryable
     assert counts(store, "g")["nodes"]["Document"] == 3
+    unfinished = "the last index run into group 'g' has not finished its index steps"
     query = run_cli("query", "Who pays for repairs?", "--store", str(store), "--group", "g", cache=cache_dir)
     assert query.returncode == 0, query.stderr
+    assert unfinished in query.stderr and "run the same `graphroute index` again" in query.stderr, query.stderr
+    stats = run_cli("stats", "--store", str(store), "--group", "g", "--json", cache=cache_dir)
+    assert stats.returncode == 0 and json.loads(stats.stdout)["unfinished_run"] is True, stats.stdout
+    assert unfinished in stats.stderr, stats.stderr
 
     rerun = run_cli("index", str(docs), *where, cache=cache_dir, GRAPHROUTE_PLUGINS=PLUGIN)
     assert rerun.returncode == 0, rerun.stderr
@@ -84,6 +90,8 @@ def test_ctrl_c_during_index_says_so_and_the_next_run_finishes(tmp_path: Path, s
     assert uninterrupted.returncode == 0, uninterrupted.stderr
     assert counts(store, "g") == counts(reference, "g")
     assert_consistent(store, "g")
+    stats = run_cli("stats", "--store", str(store), "--group", "g", "--json", cache=cache_dir)
+    assert json.loads(stats.stdout)["unfinished_run"] is False and "warning" not in stats.stderr, stats.stderr
 
 
 def test_ctrl_c_during_query_says_so_without_a_traceback(tmp_path: Path, settings: Settings, cache_dir: Path) -> None:

@@ -188,8 +188,12 @@ def query(
             f"graphroute index PATH --group {gr.group}"
         )
     from graphroute.core.api.constants import MODEL_LOAD
+    from graphroute.core.index.stats import unfinished_run
     from graphroute.core.query.runner import run_route
 
+    unfinished = unfinished_run(gr.store, gr.group)
+    if unfinished:
+        warn(unfinished)
     result = run_route(resolved, question, gr.services())
     if as_json:
         print(json.dumps(result.to_public_json(), indent=2, ensure_ascii=False))
@@ -316,8 +320,13 @@ def stats(
     as_json: JsonOpt = False,
 ) -> None:
     """Node counts by label, edge counts by type, and what the index steps reported."""
+    from graphroute.core.index.stats import unfinished_run
+
     gr = engine(store, group, create=False)
     data = gr.stats()
+    unfinished = unfinished_run(gr.store, gr.group)
+    if unfinished:
+        warn(unfinished)
     if as_json:
         print(json.dumps(data, indent=2))
         return
