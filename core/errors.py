@@ -153,6 +153,13 @@ class StoreError(GraphRouteError):
     code = "store"
 
 
+class StoreDamagedError(StoreError):
+    """A store's file is damaged (a disk fault, a file cut short or overwritten): what it
+    holds cannot be read reliably. The message names the file and how to recover."""
+
+    code = "store_damaged"
+
+
 class StoreLocationError(StoreError):
     """A store location the user named that cannot be used: a file where a folder belongs,
     a folder that cannot be created or written (exit 2)."""
