@@ -30,6 +30,7 @@ EXIT_UNAVAILABLE = 3
 # `graphroute index`: some files of a supported type could not be read; the others were
 # indexed (files of an unsupported type are skipped with a warning and do not count).
 EXIT_FILES_FAILED = 4
+EXIT_INTERRUPTED = 130  # Ctrl+C, as shells report a process that SIGINT stopped (128 + 2)
 
 
 class GraphRouteError(Exception):
@@ -152,6 +153,13 @@ class StoreError(GraphRouteError):
     code = "store"
 
 
+class StoreDamagedError(StoreError):
+    """A store's file is damaged (a disk fault, a file cut short or overwritten): what it
+    holds cannot be read reliably. The message names the file and how to recover."""
+
+    code = "store_damaged"
+
+
 class StoreLocationError(StoreError):
     """A store location the user named that cannot be used: a file where a folder belongs,
     a folder that cannot be created or written (exit 2)."""
@@ -166,6 +174,16 @@ class StoreUnavailableError(StoreError):
     exit_code = EXIT_UNAVAILABLE
     http_status = 503
     code = "store_unavailable"
+
+
+class GroupBusyError(StoreError):
+    """Another index run or delete is writing the group. Two at once would each build the
+    derived layers (kNN edges, entity graph, communities) from what it read, and the one
+    that finished last would leave them without the other's documents (exit 3, HTTP 409)."""
+
+    exit_code = EXIT_UNAVAILABLE
+    http_status = 409
+    code = "group_busy"
 
 
 class LoaderError(GraphRouteError):
@@ -269,7 +287,7 @@ class IndexCancelled(GraphRouteError):
     """An index run stopped at its next step of progress because the process running it is
     stopping (the HTTP server's shutdown); the next run of the same input finishes it."""
 
-    exit_code = 130
+    exit_code = EXIT_INTERRUPTED
     http_status = 503
     code = "cancelled"
 
@@ -284,7 +302,7 @@ def exit_code_for(exc: BaseException) -> int:
     if isinstance(exc, GraphRouteError):
         return exc.exit_code
     if isinstance(exc, KeyboardInterrupt):
-        return 130
+        return EXIT_INTERRUPTED
     return EXIT_INTERNAL
 
 

@@ -20,7 +20,7 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
 from typing import Any, Literal, NamedTuple, TypeVar
 
@@ -268,6 +268,13 @@ class GraphStore(ABC):
         """Return when the store can answer now; raise StoreUnavailableError (or StoreError)
         quickly when it cannot: health checks call it. The default reads the group list."""
         self.groups()
+
+    def index_lock(self, group: str) -> AbstractContextManager[None]:
+        """Held by an index run or a delete of ``group`` from its first read to its last
+        write, so two never interleave (each builds the derived layers from what it read);
+        entering it while another process or thread holds it raises GroupBusyError at once.
+        Queries never take it. The default is no lock, for a backend that cannot hold one."""
+        return nullcontext()
 
     # ------------------------------------------------------------------ groups and metadata
     @abstractmethod

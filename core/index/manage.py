@@ -125,6 +125,7 @@ def delete_documents(
 def delete_group(store: GraphStore, group: str) -> dict[str, Any]:
     """Delete everything the group holds: nodes, edges, vectors and metadata."""
     require_group(store, group)
-    n = store.counts(group).get("nodes", {}).get(Label.DOCUMENT.value, 0)
-    store.delete_group(group)
+    with store.index_lock(group):  # not under a run that is indexing into it
+        n = store.counts(group).get("nodes", {}).get(Label.DOCUMENT.value, 0)
+        store.delete_group(group)
     return {"group": group, "deleted_group": True, "documents": n}

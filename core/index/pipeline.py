@@ -251,7 +251,14 @@ class Indexer:
         """Index ``paths``; delete the documents whose ids are in ``remove`` (and, with
         ``remove_missing``, those whose files are gone), then update the derived layers. With
         ``roots``, files whose real path (links followed) is outside every root are reported
-        in ``failed`` and skipped."""
+        in ``failed`` and skipped. The run holds the group's index lock throughout
+        (:meth:`GraphStore.index_lock`): a second run into the group meanwhile is refused."""
+        with self.store.index_lock(self.group):
+            return self._index_paths(paths, remove_missing, remove, roots)
+
+    def _index_paths(
+        self, paths: list[Path], remove_missing: bool, remove: Collection[str], roots: list[Path] | None
+    ) -> IndexReport:
         from graphroute.core.api.constants import (
             EMBEDDER_MODEL_META,
             INDEX_PROFILE_META,
@@ -285,8 +292,8 @@ class Indexer:
 
         def run_meta(entries: Mapping[str, Any]) -> dict[str, Any]:
             """The meta every write of this run carries: its changes to the documents record
-            (a MetaPatch, merged in the write's transaction, so a concurrent run into the same
-            group keeps its own entries) and the fingerprint marked pending until the index
+            (a MetaPatch, merged in the write's transaction, so on a store without an index
+            lock a concurrent run into the same group keeps its own entries) and the fingerprint marked pending until the index
             steps have run."""
             return {DOCUMENTS_META: MetaPatch(entries), FINGERPRINT_META: pending_fp}
 
@@ -468,8 +475,13 @@ class Indexer:
         if (dirty or steps_changed) and (documents or to_remove):
             # only a run that changed something rewrites the meta (a write bumps the group
             # version and would invalidate every cache for nothing)
+            # a step that failed left its layer unbuilt: the run stays pending, so the next
+            # one runs the steps again even though no document changed
+            done_fp: dict[str, Any] = {"parse": parse_fp, "steps": steps_fp}
+            if failed_steps({"steps": report.steps}):
+                done_fp["pending"] = True
             self.store.write(self.group, meta={
-                FINGERPRINT_META: {"parse": parse_fp, "steps": steps_fp},
+                FINGERPRINT_META: done_fp,
                 INDEX_PROFILE_META: profile_json,
                 EMBEDDER_MODEL_META: model_id,
                 INDEX_REPORT_META: report.to_json(),
@@ -578,7 +590,7 @@ class Indexer:
                     step = cls(cls.Params(**spec.with_))
                     stats = step.run(ctx) or {}
             except Exception as exc:  # documents are safe; report the broken step loudly
-                msg = f"index step {spec.use!r} failed: {type(exc).__name__}: {exc}"
+                msg = f"index step {spec.use!r} failed: {type(exc).__name__}: {exc}; the next index run of the group runs it again"
                 report.warnings.append(msg)
                 results[spec.use] = {"error": f"{type(exc).__name__}: {exc}"}
                 continue

@@ -19,6 +19,7 @@ import selectors
 import threading
 import time
 from collections.abc import Sequence
+from typing import Any
 
 from graphroute.core.api.constants import MODEL_LOAD, NOT_FOUND
 from graphroute.core.api.models import Evidence, QueryResult, ScoredNode, StageTrace
@@ -245,6 +246,7 @@ class _ThreadLoop:
 
     def __init__(self) -> None:
         self.loop = asyncio.SelectorEventLoop(getattr(selectors, "PollSelector", selectors.SelectSelector)())
+        self.loop.set_exception_handler(_interrupts_reported_once)
 
     def close(self) -> None:
         """Cancel what is left, shut the loop down and close it (idempotent)."""
@@ -268,6 +270,17 @@ class _ThreadLoop:
             self.close()
         except Exception:  # nothing left to report to
             pass
+
+
+def _interrupts_reported_once(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """The loop's handler of errors nobody awaited: an interrupt (Ctrl-C) raised in a stage
+    also stops :func:`run_route`, whose caller reports it; the task it stopped keeps it too,
+    and asyncio's default handler would print it again, with a traceback, as "Task
+    exception was never retrieved" when the task is collected. Anything else goes to the
+    default handler."""
+    if isinstance(context.get("exception"), KeyboardInterrupt | SystemExit):
+        return
+    loop.default_exception_handler(context)
 
 
 _thread = threading.local()

@@ -21,6 +21,8 @@ Layout of ``<dir>/graph.sqlite``:
   counter, so they only ever grow, even across ``delete_group`` (a cache keyed on an old
   version can never match again).
 
+``<dir>/index-<hash of a group>.lock``: the group's index lock (:meth:`EmbeddedStore.index_lock`).
+
 Property lookup (``find_nodes``): expression indexes on ``json_extract(props, '$.<p>')`` for
 the props routes look up by value (``name``, ``norm``, ``path``, ``title``, ``doc_id``,
 ``alias``). An expression index needs no extra table to keep in sync (a side table of
@@ -30,6 +32,8 @@ the same transaction. Other props fall back to the (grp, label) index plus a fil
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import os
 import re
@@ -38,9 +42,10 @@ import threading
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
 
 import numpy as np
+from filelock import FileLock, Timeout
 from graphroute.core.api.components import ComponentParams, StoreBackend
 from graphroute.core.api.models import Edge, Node
 from graphroute.core.api.neighbourhood import NeighbourCounts, Neighbourhood
@@ -57,7 +62,7 @@ from graphroute.core.api.store import (
     patched_meta,
     read_version,
 )
-from graphroute.core.errors import StoreError, StoreLocationError
+from graphroute.core.errors import GroupBusyError, StoreDamagedError, StoreError, StoreLocationError
 from graphroute.core.hookspecs import hookimpl
 from graphroute.core.lib.embed_cache import enable_wal
 from graphroute.core.lib.vector_matrix import VectorMatrix
@@ -72,6 +77,7 @@ _CHUNK = 500  # bound parameters per IN (...) list, far below SQLite's limit
 _FETCH = 2048
 
 T = TypeVar("T")
+P = ParamSpec("P")
 _URI_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")
 
 _SCHEMA = """
@@ -133,6 +139,31 @@ def _open_mode(folder: Path, db: Path) -> Literal["read-write", "read-only"]:
     if db.is_file() and os.access(db, os.R_OK):
         return "read-only"
     raise StoreLocationError(f"cannot create a store in {str(folder)!r}: the folder is not writable")
+
+
+def _failure(db: str, exc: sqlite3.Error, doing: str) -> StoreError:
+    """The StoreError a user sees for a SQLite error: ``doing`` (e.g. "reading") failed in
+    the database file ``db``; a file SQLite finds damaged (SQLITE_CORRUPT, SQLITE_NOTADB)
+    says what to do instead, since retrying cannot help."""
+    if str(getattr(exc, "sqlite_errorname", "")).startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")):
+        return StoreDamagedError(
+            f"the embedded store file {db!r} is damaged ({exc}): what it holds cannot be read reliably; "
+            "restore the store folder from a backup, or delete it and index the documents again"
+        )
+    return StoreError(f"{doing} the embedded store {db!r} failed: {exc}")
+
+
+def _reads(method: Callable[Concatenate[EmbeddedStore, P], T]) -> Callable[Concatenate[EmbeddedStore, P], T]:
+    """A read method whose SQLite errors reach the caller as StoreErrors naming the file."""
+
+    @functools.wraps(method)
+    def read(self: EmbeddedStore, *args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return method(self, *args, **kwargs)
+        except sqlite3.Error as exc:
+            raise _failure(self._db, exc, "reading") from exc
+
+    return read
 
 
 def _chunks(seq: Sequence[Any], size: int = _CHUNK) -> Iterator[Sequence[Any]]:
@@ -231,7 +262,7 @@ class EmbeddedStore(GraphStore):
                 conn.execute(f"PRAGMA wal_autocheckpoint={2 * self._log_limit_pages}")
                 conn.execute(f"PRAGMA journal_size_limit={self._log_limit_bytes}")
             except sqlite3.Error as exc:
-                raise StoreError(f"cannot open embedded store {self._db!r}: {exc}") from exc
+                raise _failure(self._db, exc, "opening") from exc
             self._local.conn = conn
             with self._conns_lock:
                 self._conns.append(conn)
@@ -263,7 +294,7 @@ class EmbeddedStore(GraphStore):
                 # ROLLBACK would fail and hide the real cause behind "no transaction is active"
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
-                raise StoreError(f"writing to the embedded store {self._db!r} failed: {exc}") from exc
+                raise _failure(self._db, exc, "writing to") from exc
             except BaseException:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
@@ -303,20 +334,26 @@ class EmbeddedStore(GraphStore):
         try:
             conn = self._connect()
         except sqlite3.Error as exc:
-            raise StoreError(f"cannot open embedded store {self._db!r}: {exc}") from exc
+            raise _failure(self._db, exc, "opening") from exc
         try:
             cursor = conn.execute(sql, args)  # the snapshot starts here, at the call
         except sqlite3.Error as exc:
             conn.close()  # not left open until the collector finds it
-            raise StoreError(f"cannot read embedded store {self._db!r}: {exc}") from exc
+            raise _failure(self._db, exc, "reading") from exc
 
         def rows() -> Iterator[T]:
             try:
-                while batch := cursor.fetchmany(_FETCH):
+                while batch := _fetch(cursor):
                     for row in batch:
                         yield make(row)
             finally:
                 conn.close()
+
+        def _fetch(cur: sqlite3.Cursor) -> list[Any]:
+            try:
+                return cur.fetchmany(_FETCH)
+            except sqlite3.Error as exc:
+                raise _failure(self._db, exc, "reading") from exc
 
         return rows()
 
@@ -331,7 +368,34 @@ class EmbeddedStore(GraphStore):
                 conn.close()
         self._spaces.clear()
 
+    # ------------------------------------------------------------------ index runs
+    @contextmanager
+    def index_lock(self, group: str) -> Iterator[None]:
+        """An OS file lock (``filelock``: flock on POSIX) on ``index-<hash of group>.lock``
+        in the store folder, one file per group so runs into different groups go on side by
+        side. The OS lets go of it when its process ends, even by ``kill -9``: a crashed run
+        never leaves the group locked."""
+        if self.read_only:  # nothing can be written; the write itself says so
+            yield
+            return
+        name = hashlib.sha1(group.encode("utf-8")).hexdigest()[:16]
+        lock = FileLock(str(self.path / f"index-{name}.lock"))
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            raise GroupBusyError(
+                f"group {group!r} of store {self.location!r} is being written by another index run or delete; "
+                "wait for it to finish, then run this again"
+            ) from None
+        except OSError as exc:
+            raise StoreError(f"cannot lock group {group!r} in the store folder {self.location!r}: {exc}") from exc
+        try:
+            yield
+        finally:
+            lock.release()
+
     # ------------------------------------------------------------------ groups and metadata
+    @_reads
     def groups(self) -> list[str]:
         rows = self._conn().execute(
             "SELECT grp FROM groups g WHERE EXISTS (SELECT 1 FROM nodes n WHERE n.grp = g.grp) "
@@ -340,6 +404,7 @@ class EmbeddedStore(GraphStore):
         ).fetchall()
         return [r[0] for r in rows]
 
+    @_reads
     def get_meta(self, group: str, key: str) -> Any | None:
         row = self._conn().execute(
             "SELECT value FROM meta WHERE grp = ? AND key = ?", (group, key)
@@ -366,6 +431,7 @@ class EmbeddedStore(GraphStore):
             [(group, k, json.dumps(v, ensure_ascii=False)) for k, v in meta.items()],
         )
 
+    @_reads
     def version(self, group: str) -> int:
         row = self._conn().execute("SELECT version FROM groups WHERE grp = ?", (group,)).fetchone()
         return int(row[0]) if row else 0
@@ -540,6 +606,7 @@ class EmbeddedStore(GraphStore):
             src=row[0], type=row[1], dst=row[2], group=group, doc_id=row[3], props=load_props(row[4])
         )
 
+    @_reads
     def get_nodes(self, group: str, ids: Sequence[str]) -> list[Node]:
         ids = list(ids)
         found: dict[str, Node] = {}
@@ -565,6 +632,7 @@ class EmbeddedStore(GraphStore):
             args.append(doc_id)
         return self._scan(sql + " ORDER BY id", args, lambda r: self._node(group, r))
 
+    @_reads
     def find_nodes(self, group: str, label: str, prop: str, values: Collection[Any]) -> list[Node]:
         wanted = list(values)
         if not wanted:
@@ -590,6 +658,7 @@ class EmbeddedStore(GraphStore):
         # Exact Python equality decides (json_extract would also match a list's JSON text).
         return nodes_equal_to((self._node(group, row) for row in rows), prop, wanted)
 
+    @_reads
     def edges_of(
         self,
         group: str,
@@ -660,6 +729,7 @@ class EmbeddedStore(GraphStore):
                 )
                 yield conn, sql, (*args, *args)
 
+    @_reads
     def neighbours(
         self,
         group: str,
@@ -682,6 +752,7 @@ class EmbeddedStore(GraphStore):
             out.add_rows(conn.execute(sql, args).fetchall())
         return out
 
+    @_reads
     def neighbour_counts(
         self,
         group: str,
@@ -729,6 +800,7 @@ class EmbeddedStore(GraphStore):
             self._spaces[key] = (version, loaded)
         return loaded
 
+    @_reads
     def vector_search(
         self,
         group: str,
@@ -754,6 +826,7 @@ class EmbeddedStore(GraphStore):
             q = q / norm
         return sp.search(q, k, restrict_to)
 
+    @_reads
     def get_vectors(self, group: str, space: str, ids: Sequence[str]) -> np.ndarray:
         found: dict[str, bytes] = {}
         dim = 0
@@ -775,6 +848,7 @@ class EmbeddedStore(GraphStore):
                 out[r] = np.frombuffer(blob, dtype=np.float32)
         return out
 
+    @_reads
     def all_vectors(self, group: str, space: str) -> tuple[list[str], np.ndarray]:
         with self._snapshot() as conn:
             return self._read_vectors(conn, group, str(space))
@@ -799,10 +873,12 @@ class EmbeddedStore(GraphStore):
             ids.append(vid)
         return ids, matrix
 
+    @_reads
     def count_nodes(self, group: str, label: str) -> int:
         row = self._conn().execute("SELECT COUNT(*) FROM nodes WHERE grp = ? AND label = ?", (group, str(label))).fetchone()
         return int(row[0])
 
+    @_reads
     def counts(self, group: str) -> dict[str, dict[str, int]]:
         with self._snapshot() as conn:
             nodes = conn.execute(

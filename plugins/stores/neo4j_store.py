@@ -30,6 +30,9 @@ Model (everything carries ``group``; no query ever matches without it):
 * ``(:GRMeta {group, version, dim_<space>})`` holds the version and vector dimensions;
   ``(:GRMetaEntry {group, key, value})`` the JSON metadata; ``(:GRCounter)`` the global
   counter that versions come from (so versions never go back, even after delete_group).
+* ``(:GRIndexLock {group, owner, holder, until})`` is a group's index lock
+  (:meth:`Neo4jStore.index_lock`): a lease its holder renews while it runs, so a run that
+  was killed holds it for at most ``LOCK_LEASE_S`` more.
 
 Vector search restricted to a group: a small group's space (``exact_max`` vectors or fewer)
 is read once per store version and searched exactly in the client
@@ -48,10 +51,14 @@ import itertools
 import json
 import logging
 import math
+import os
 import re
+import socket
+import threading
 import time
+import uuid
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import unquote
@@ -82,7 +89,12 @@ from graphroute.core.api.store import (
     patched_meta,
     per_version,
 )
-from graphroute.core.errors import StoreError, StoreLocationError, StoreUnavailableError
+from graphroute.core.errors import (
+    GroupBusyError,
+    StoreError,
+    StoreLocationError,
+    StoreUnavailableError,
+)
 from graphroute.core.hookspecs import hookimpl
 from graphroute.core.lib.entities import ENTITY_ID_PREFIX, normalize_name, variant_key
 from graphroute.core.lib.net import is_loopback
@@ -138,6 +150,10 @@ _META_MERGE = (  # wherever the meta node may be made
 )
 _LUCENE_TERM = re.compile(r"\w+", re.UNICODE)
 _EDGE_SET = "SET r.group = $g, r.doc_id = row.doc_id, r.props = row.props"
+# An index lock's lease (ms) and how often its holder renews it: a holder that stops
+# renewing (killed, cut off from the server) frees the group once its lease runs out.
+LOCK_LEASE_MS = 30_000
+LOCK_RENEW_S = 5.0
 SCHEMA_ATTEMPTS = 5  # tries of one schema statement on a transient error (deadlock between two new stores)
 T = TypeVar("T")
 NEAR_SLOP = 3  # match_text's ``near``: the words within three positions, either order
@@ -224,6 +240,7 @@ _SCHEMA = (
     "CREATE CONSTRAINT gr_meta_key IF NOT EXISTS FOR (m:GRMeta) REQUIRE m.group IS UNIQUE",
     "CREATE CONSTRAINT gr_meta_entry_key IF NOT EXISTS FOR (e:GRMetaEntry) REQUIRE (e.group, e.key) IS UNIQUE",
     "CREATE CONSTRAINT gr_counter_key IF NOT EXISTS FOR (c:GRCounter) REQUIRE c.id IS UNIQUE",
+    "CREATE CONSTRAINT gr_index_lock_key IF NOT EXISTS FOR (l:GRIndexLock) REQUIRE l.group IS UNIQUE",
     "CREATE INDEX gr_node_group IF NOT EXISTS FOR (n:GRNode) ON (n.group)",
     "CREATE INDEX gr_node_label IF NOT EXISTS FOR (n:GRNode) ON (n.group, n.label)",
     "CREATE INDEX gr_node_doc IF NOT EXISTS FOR (n:GRNode) ON (n.group, n.doc_id)",
@@ -518,6 +535,58 @@ class Neo4jStore(GraphStore):
 
     def close(self) -> None:
         self._driver.close()
+
+    # ------------------------------------------------------------------ index runs
+    @contextmanager
+    def index_lock(self, group: str) -> Iterator[None]:
+        """A lease on the group's ``GRIndexLock`` node, taken when it is free or its lease has
+        run out, renewed by a thread every ``LOCK_RENEW_S`` and deleted at the end. The
+        ``SET`` before the check takes the node's write lock, so two runs that find the same
+        lease run out cannot both take it (the second reads the first's commit)."""
+        owner = uuid.uuid4().hex
+        holder = f"{socket.gethostname()} pid {os.getpid()}"
+
+        def take(tx: ManagedTransaction) -> Any:
+            return tx.run(
+                "MERGE (l:GRIndexLock {group: $g}) SET l.taking = true WITH l "
+                "WITH l, coalesce(l.until, 0) < timestamp() AS free "
+                "SET l.owner = CASE WHEN free THEN $owner ELSE l.owner END, "
+                "l.holder = CASE WHEN free THEN $holder ELSE l.holder END, "
+                "l.until = CASE WHEN free THEN timestamp() + $lease ELSE l.until END "
+                "REMOVE l.taking RETURN l.owner = $owner AS mine, l.holder AS holder, l.until - timestamp() AS left",
+                g=group, owner=owner, holder=holder, lease=LOCK_LEASE_MS,
+            ).single()
+
+        got = self._write_tx("index lock", take)
+        if not got["mine"]:
+            raise GroupBusyError(
+                f"group {group!r} of store {self.location} is being written by another index run or delete "
+                f"({got['holder']}); wait for it to finish, then run this again (if that run was killed, the "
+                f"group is free again within {math.ceil(max(0, got['left']) / 1000)} s)"
+            )
+        stop = threading.Event()
+
+        def renew() -> None:
+            while not stop.wait(LOCK_RENEW_S):
+                try:
+                    self._write_tx("index lock", lambda tx: tx.run(
+                        "MATCH (l:GRIndexLock {group: $g, owner: $owner}) SET l.until = timestamp() + $lease",
+                        g=group, owner=owner, lease=LOCK_LEASE_MS,
+                    ).consume())
+                except StoreError as exc:  # the server is away; the run's own writes report it
+                    logging.getLogger(__name__).warning("could not renew the index lock of group %r: %s", group, exc)
+
+        thread = threading.Thread(target=renew, name="graphroute-index-lock", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
+            with suppress(StoreError):  # unreleased, the lease runs out by itself
+                self._write_tx("index lock", lambda tx: tx.run(
+                    "MATCH (l:GRIndexLock {group: $g, owner: $owner}) DELETE l", g=group, owner=owner
+                ).consume())
 
     # ------------------------------------------------------------------ version
     @staticmethod

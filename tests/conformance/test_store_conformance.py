@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from graphroute.core.api.models import Edge, EdgeType, Label, Node, VectorSpace
 from graphroute.core.api.store import DocumentBatch, GraphStore, MetaPatch, clear_derived
-from graphroute.core.errors import StoreError
+from graphroute.core.errors import GroupBusyError, StoreError
 from graphroute.core.lib.graph import adjacency
 
 DIM = 16
@@ -487,6 +487,36 @@ def test_write_batches_bumps_the_version(store: GraphStore, group: str) -> None:
     store.write_batches(group, batches, meta=None)
     assert store.version(group) > v0
     assert {n.doc_id for n in store.iter_nodes(group, Label.DOCUMENT)} == {f"d{i}" for i in range(1, 6)}
+
+
+def test_a_group_s_index_lock_is_held_by_one_run_at_a_time(store: GraphStore, make_group: MakeGroup) -> None:
+    """While one index run holds a group's lock, a second run into that group is refused at
+    once, from another thread as from this one; other groups stay free; the lock is free
+    again once its holder is done, also when the holder raised."""
+    group, other = make_group(), make_group()
+    refused: list[BaseException] = []
+
+    def second_run() -> None:
+        try:
+            with store.index_lock(group):
+                pass
+        except GroupBusyError as exc:
+            refused.append(exc)
+
+    with store.index_lock(group):
+        busy = pytest.raises(GroupBusyError, match=f"group {group!r} of store .* another index run or delete")
+        with busy, store.index_lock(group):
+            pass
+        thread = threading.Thread(target=second_run)
+        thread.start()
+        thread.join()
+        assert len(refused) == 1
+        with store.index_lock(other):
+            pass
+    with pytest.raises(RuntimeError), store.index_lock(group):
+        raise RuntimeError("the run failed")
+    with store.index_lock(group):
+        pass
 
 
 def test_failed_write_changes_nothing(store: GraphStore, group: str) -> None:

@@ -289,7 +289,7 @@ def test_a_step_that_fails_is_reported_and_fails_the_run(tmp_path: Path, store: 
     data = Indexer(store, "g", registry=registry, settings=settings, profile=profile).index_paths([corpus]).to_json()
     assert data["indexed"] == 3 and data["failed"] == []  # the documents are written
     assert data["steps"]["broken_step"] == {"error": "RuntimeError: the layer could not be built"}
-    assert data["warnings"] == ["index step 'broken_step' failed: RuntimeError: the layer could not be built"]
+    assert data["warnings"] == ["index step 'broken_step' failed: RuntimeError: the layer could not be built; the next index run of the group runs it again"]
     assert index_exit_code(data) == 1 and failed_steps(data) == ["broken_step"]  # an HTTP job fails too
     assert index_exit_code({**data, "steps": {"sentence_knn": {}}}) == 0
 
@@ -308,3 +308,51 @@ def test_a_new_way_of_reading_documents_re_embeds_the_group_and_keeps_it_queryab
     report = make_indexer().index_paths([corpus])
     assert report.indexed == 3 and report.unchanged == 0
     assert store.get_meta("g", EMBEDDER_MODEL_META) == recorded
+
+
+def test_a_step_that_failed_runs_again_in_the_next_run(tmp_path: Path, store: GraphStore, settings, corpus: Path) -> None:  # type: ignore[no-untyped-def]
+    """A step that failed (a full disk, a service down) left its layer unbuilt: the next run
+    of the same, unchanged input runs it again instead of finding nothing to do."""
+    from graphroute.core.api.components import IndexStep
+    from graphroute.core.hookspecs import hookimpl
+    from graphroute.core.registry import build_registry
+
+    broken = tmp_path / "broken"
+    broken.write_text("the step fails while this file exists", encoding="utf-8")
+
+    class Flaky(IndexStep):
+        name = "flaky_step"
+
+        def run(self, ctx):  # type: ignore[no-untyped-def]
+            if broken.exists():
+                raise OSError("No space left on device")
+            ctx.store.set_meta(ctx.group, "flaky_layer", sorted(ctx.changed_docs))
+            return {"documents": len(ctx.changed_docs)}
+
+    class Plugin:
+        @hookimpl
+        def register_index_steps(self) -> list[type[IndexStep]]:
+            return [Flaky]
+
+    registry = build_registry(extra_plugins=[Plugin()])
+    profile = skeleton_profile()
+    profile.steps.append(ComponentSpec(use="flaky_step"))
+
+    def run() -> dict[str, object]:
+        return Indexer(store, "g", registry=registry, settings=settings, profile=profile).index_paths([corpus]).to_json()
+
+    first = run()
+    assert first["indexed"] == 3 and "error" in first["steps"]["flaky_step"]  # type: ignore[index, operator]
+    assert "the next index run of the group runs it again" in first["warnings"][0]  # type: ignore[index]
+    assert store.get_meta("g", "flaky_layer") is None
+    assert group_stats(store, "g")["unfinished_run"] is True  # `stats` and `query` say so
+
+    broken.unlink()  # the disk has room again
+    second = run()
+    assert second["indexed"] == 0 and second["unchanged"] == 3
+    assert second["steps"]["flaky_step"] == {"documents": 3, "seconds": second["steps"]["flaky_step"]["seconds"]}  # type: ignore[index]
+    assert second["warnings"] == []
+    assert len(store.get_meta("g", "flaky_layer")) == 3  # built over every document
+    assert group_stats(store, "g")["unfinished_run"] is False
+
+    assert run()["steps"] == {}  # and then the group is complete: nothing left to do

@@ -138,3 +138,63 @@ def test_readers_never_see_a_half_written_document(tmp_path: Path, settings: Set
     assert seen["reads"] > ROUNDS and seen["seen"] == ["first", "second"], seen  # it really ran alongside
     assert not query_errors, query_errors[:3]
     assert queries > 0 and not foreign, foreign[:3]
+
+
+def test_a_second_run_into_a_group_being_indexed_is_refused(tmp_path: Path, settings: Settings, cache_dir: Path) -> None:
+    """Two index runs into one group at once would each build the derived layers (kNN edges,
+    entity graph, communities) from what it read, and the one finishing last would leave them
+    without the other's documents, with nothing pending for a later run to repair. While a
+    run is in its index steps, a second ``graphroute index`` or ``delete`` of that group is
+    refused with a clear message and writes nothing; another group of the store is free."""
+    from graphroute.core.api.components import IndexStep
+    from graphroute.core.config.index_profile import ComponentSpec
+    from graphroute.core.hookspecs import hookimpl
+    from graphroute.core.registry import build_registry
+
+    from tests.reliability.conftest import assert_no_traceback, run_cli
+
+    first = tmp_path / "first"
+    first.mkdir()
+    write_docs(first, 1)
+    second = tmp_path / "second.txt"
+    second.write_text("The lighthouse keeper rows to the island every Sunday morning.\n", encoding="utf-8")
+    store_dir = tmp_path / "store"
+    seen: dict[str, subprocess.CompletedProcess[str]] = {}
+
+    class HoldForOtherRuns(IndexStep):
+        name = "hold_for_other_runs"
+
+        def run(self, ctx):  # type: ignore[no-untyped-def]
+            where = ("--store", str(store_dir))
+            seen["same"] = run_cli("index", str(second), *where, "--group", "g", cache=cache_dir)
+            seen["delete"] = run_cli("delete", *where, "--group", "g", "--yes", cache=cache_dir)
+            seen["other"] = run_cli("index", str(second), *where, "--group", "other", cache=cache_dir)
+            return {}
+
+    class Plugin:
+        @hookimpl
+        def register_index_steps(self) -> list[type[IndexStep]]:
+            return [HoldForOtherRuns]
+
+    profile = skeleton_profile()
+    profile.steps.insert(1, ComponentSpec(use="hold_for_other_runs"))
+    store = open_store(str(store_dir))
+    try:
+        report = Indexer(
+            store, "g", registry=build_registry(extra_plugins=[Plugin()]), settings=settings, profile=profile
+        ).index_paths([first])
+        assert report.indexed == 3 and report.warnings == []
+        for name in ("same", "delete"):
+            r = seen[name]
+            assert_no_traceback(r)
+            assert r.returncode == 3, (name, r.stdout + r.stderr)
+            assert "group 'g'" in r.stderr and "another index run or delete" in r.stderr, r.stderr
+            assert "wait for it to finish" in r.stderr, r.stderr
+        assert seen["other"].returncode == 0, seen["other"].stderr  # the lock is the group's, not the store's
+        titles = sorted(n.props["title"] for n in store.iter_nodes("g", "Document"))
+        assert titles == ["log0", "log1", "log2"]  # the refused run wrote nothing, the delete deleted nothing
+    finally:
+        store.close()
+
+    again = run_cli("index", str(second), "--store", str(store_dir), "--group", "g", cache=cache_dir)
+    assert again.returncode == 0, again.stderr  # once the first run is done, the second one runs

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -190,3 +191,32 @@ def test_neo4j_down_at_start(command: str, tmp_path: Path, cache_dir: Path) -> N
     assert_no_traceback(r)
     assert r.returncode != 0
     assert uri in r.stderr and "error" in r.stderr.lower(), r.stderr
+
+
+# --------------------------------------------------------------------------- a damaged file
+
+
+def test_a_damaged_store_file_is_a_clear_error_naming_it(tmp_path: Path, settings: Settings, cache_dir: Path) -> None:
+    """A store file whose pages were overwritten (a disk fault, a copy cut short): every
+    command that reads it stops with a message that names the file, says it is damaged and
+    what to do, and no traceback."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "ferry.txt").write_text("The ferry leaves the north pier at noon. Tickets are sold on board.\n", encoding="utf-8")
+    store = tmp_path / "store"
+    assert index_in_process(store, "g", [docs], settings)["indexed"] == 1
+    db = store / "graph.sqlite"
+    page = 4096
+    rng = random.Random(7)
+    with db.open("r+b") as f:  # every page but the first (the schema) loses its header
+        for offset in range(2 * page, db.stat().st_size, page):
+            f.seek(offset)
+            f.write(rng.randbytes(64))
+
+    (docs / "pier.txt").write_text("The north pier was rebuilt after the storm of 1998.\n", encoding="utf-8")
+    for args in (["stats"], ["query", "When does the ferry leave?"], ["index", str(docs)]):
+        r = run_cli(*args, "--store", str(store), "--group", "g", cache=cache_dir)
+        assert_no_traceback(r)
+        assert r.returncode == 1, (args, r.stdout + r.stderr)
+        assert f"the embedded store file '{db}' is damaged" in r.stderr.replace("\n", ""), (args, r.stderr)
+        assert "restore the store folder from a backup, or delete it and index the documents again" in r.stderr, r.stderr

@@ -36,6 +36,7 @@ from graphroute.core.engine import open_store
 from graphroute.core.errors import (
     EXIT_FILES_FAILED,
     BadBooleanError,
+    GroupBusyError,
     NotFoundError,
     QueryTimeoutError,
     QuestionError,
@@ -181,8 +182,9 @@ def _indexer(store: GraphStore, settings: Settings, profile: Path) -> Indexer:
 
 def test_4_two_indexers_into_one_group_keep_every_document(tmp_path: Path, settings: Settings) -> None:
     """Two index runs of different folders into one group, each with its own store connection
-    (as two processes have): both read the documents record before either writes (a barrier
-    on their writes makes sure), and the record ends with every document of both."""
+    (as two processes have): the second, started while the first has read the documents
+    record and not yet written, is refused before it reads or writes anything; run once the
+    first is done, it adds its documents, and the record ends with every document of both."""
     folders = []
     for part in ("a", "b"):
         folder = tmp_path / part
@@ -194,34 +196,36 @@ def test_4_two_indexers_into_one_group_keep_every_document(tmp_path: Path, setti
     profile = tmp_path / "p.yaml"
     profile.write_text(SKELETON_ONLY, encoding="utf-8")
     location = str(tmp_path / "store")
-    barrier = threading.Barrier(2, timeout=120)
-    errors: list[BaseException] = []
+    refused: list[BaseException] = []
 
-    def run(folder: Path) -> None:
+    def second_run() -> None:
         store = open_store(location, settings=settings)
-        write_batches = store.write_batches
-
-        def after_both_have_read(*args: Any, **kwargs: Any) -> None:
-            barrier.wait()
-            write_batches(*args, **kwargs)
-
-        store.write_batches = after_both_have_read  # type: ignore[method-assign]
         try:
-            _indexer(store, settings, profile).index_paths([folder])
-        except BaseException as exc:
-            errors.append(exc)
-            barrier.abort()
+            _indexer(store, settings, profile).index_paths([folders[1]])
+        except GroupBusyError as exc:
+            refused.append(exc)
         finally:
             store.close()
 
-    threads = [threading.Thread(target=run, args=(f,)) for f in folders]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
+    first = open_store(location, settings=settings)
+    write_batches = first.write_batches
+
+    def second_run_before_writing(*args: Any, **kwargs: Any) -> None:
+        thread = threading.Thread(target=second_run)
+        thread.start()
+        thread.join()
+        write_batches(*args, **kwargs)
+
+    first.write_batches = second_run_before_writing  # type: ignore[method-assign]
+    try:
+        assert _indexer(first, settings, profile).index_paths([folders[0]]).indexed == 12
+    finally:
+        first.close()
+    assert len(refused) == 1 and "another index run or delete" in str(refused[0])
     store = open_store(location, settings=settings)
     try:
+        assert store.counts("g")["nodes"]["Document"] == 12  # the refused run wrote nothing
+        assert _indexer(store, settings, profile).index_paths([folders[1]]).indexed == 12
         documents = store.get_meta("g", DOCUMENTS_META) or {}
         assert len(documents) == 24 == store.counts("g")["nodes"]["Document"]
         again = _indexer(store, settings, profile).index_paths(folders)

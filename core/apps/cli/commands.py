@@ -188,8 +188,12 @@ def query(
             f"graphroute index PATH --group {gr.group}"
         )
     from graphroute.core.api.constants import MODEL_LOAD
+    from graphroute.core.index.stats import unfinished_run
     from graphroute.core.query.runner import run_route
 
+    unfinished = unfinished_run(gr.store, gr.group)
+    if unfinished:
+        warn(unfinished)
     result = run_route(resolved, question, gr.services())
     if as_json:
         print(json.dumps(result.to_public_json(), indent=2, ensure_ascii=False))
@@ -233,7 +237,7 @@ def index(
     as_json: JsonOpt = False,
 ) -> None:
     """Index documents: load, parse into the skeleton, embed, build edges and the entity graph."""
-    from graphroute.core.errors import IndexProfileError
+    from graphroute.core.errors import IndexCancelled, IndexProfileError
     from graphroute.core.index.manage import check_group_name
     from graphroute.core.index.pipeline import index_exit_code
 
@@ -243,6 +247,11 @@ def index(
         report = gr.index(paths, profile=profile, remove_missing=remove_missing)
     except IndexProfileError as exc:  # a config problem, like a bad route: exit 2
         raise UserError(f"index profile error: {exc}", code=2) from None
+    except KeyboardInterrupt:  # each write is atomic, and the run is marked pending until its steps finish
+        raise IndexCancelled(
+            "what was written so far stays indexed and can be queried; run the same `graphroute index` again "
+            "to finish"
+        ) from None
     data = report.to_json() if hasattr(report, "to_json") else report
     if sweep_thresholds:
         from graphroute.core.apps.bench.sweep import threshold_sweep
@@ -311,8 +320,13 @@ def stats(
     as_json: JsonOpt = False,
 ) -> None:
     """Node counts by label, edge counts by type, and what the index steps reported."""
+    from graphroute.core.index.stats import unfinished_run
+
     gr = engine(store, group, create=False)
     data = gr.stats()
+    unfinished = unfinished_run(gr.store, gr.group)
+    if unfinished:
+        warn(unfinished)
     if as_json:
         print(json.dumps(data, indent=2))
         return

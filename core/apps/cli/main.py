@@ -17,8 +17,10 @@ import typer
 from graphroute.core.api.values import env_flag
 from graphroute.core.config.settings import Settings
 from graphroute.core.errors import (
+    EXIT_INTERRUPTED,
     EXIT_USER,
     GraphRouteError,
+    IndexCancelled,
     PluginError,
     RouteConfigError,
     exit_code_for,
@@ -152,18 +154,21 @@ def main(argv: list[str] | None = None) -> None:
         # standalone_mode=False makes click *return* the code of a `typer.Exit(n)` raised in
         # a command instead of raising it: pass it on, or every failure would exit 0
         rv = cli_app()(args=argv, standalone_mode=False)
+        if rv == EXIT_INTERRUPTED:  # typer turns Ctrl+C in a command into this code, silently
+            err.print("interrupted")
         if isinstance(rv, int) and not isinstance(rv, bool) and rv != 0:
             sys.exit(rv)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         err.print("interrupted")
-        sys.exit(130)
+        sys.exit(EXIT_INTERRUPTED)
     except GraphRouteError as exc:
         if debug:
             raise
         text = message_for(exc)
-        label = {RouteConfigError: "route config error", PluginError: "plugin error"}.get(type(exc), "error")
+        labels = {RouteConfigError: "route config error", PluginError: "plugin error", IndexCancelled: "interrupted"}
+        label = labels.get(type(exc), "error")
         err.print(f"[bold red]{label}:[/] ", end="", highlight=False, markup=True)
         err.print(text, highlight=False, markup=False, soft_wrap=True)
         sys.exit(exit_code_for(exc))

@@ -153,7 +153,7 @@ def add_manage_routes(
 
     @app.delete(
         "/groups/{group}", response_model=DeleteResponse, tags=["groups"], dependencies=auth,
-        responses=error_responses(401, 404, 503),
+        responses=error_responses(401, 404, 409, 503),
     )
     async def delete_group(group: str) -> dict[str, Any]:
         """Delete a group: its documents, derived layers, metadata and uploaded text."""
@@ -167,7 +167,7 @@ def add_manage_routes(
 
     @app.delete(
         "/groups/{group}/documents/{document}", response_model=DeleteResponse, tags=["groups"], dependencies=auth,
-        responses=error_responses(400, 401, 404, 503),
+        responses=error_responses(400, 401, 404, 409, 503),
     )
     async def delete_document(group: str, document: str) -> dict[str, Any]:
         """Delete one document (by id, as `GET /groups/{group}/documents` lists it, or by

@@ -351,6 +351,7 @@ def _error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
         401: "missing or wrong bearer token",
         403: "server-side paths not allowed",
         404: "unknown route, group or job",
+        409: "another index run or delete is writing the group",
         413: "request body too large",
         503: "store unavailable, or the server busy (`busy`, with Retry-After)",
         504: "the request took longer than the server's time limit",

@@ -1,0 +1,76 @@
+"""A test plugin (``GRAPHROUTE_PLUGINS=tests.reliability.pause_plugin``) that holds a CLI run
+at a known point, so a test can interrupt it there: an index step and a query stage that
+write the file ``GRAPHROUTE_TEST_PAUSE`` names, then wait for ``seconds``. Without that
+variable they do nothing, so a later run of the same profile or route goes straight through."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from graphroute.core import (
+    IndexContext,
+    IndexStep,
+    QueryState,
+    Slot,
+    Stage,
+    StageContext,
+    StageKind,
+    StageParams,
+    hookimpl,
+)
+from graphroute.core.api.components import ComponentParams
+from pydantic import Field
+
+PAUSE_ENV = "GRAPHROUTE_TEST_PAUSE"
+
+
+def _pause(seconds: float) -> None:
+    marker = os.environ.get(PAUSE_ENV)
+    if marker:
+        Path(marker).write_text(str(os.getpid()), encoding="utf-8")
+        time.sleep(seconds)
+
+
+class PauseStep(IndexStep):
+    """An index step that pauses the run between two other steps."""
+
+    name = "t_pause_step"
+
+    class Params(ComponentParams):
+        seconds: float = Field(60.0, ge=0.0)
+
+    params: Params
+
+    def run(self, ctx: IndexContext) -> dict[str, Any]:
+        _pause(self.params.seconds)
+        return {}
+
+
+class PauseStage(Stage):
+    """A query stage that pauses the query."""
+
+    name = "t_pause"
+    kind = StageKind.DENOISER
+    consumes = (Slot.EVIDENCE,)
+    produces = (Slot.EVIDENCE,)
+
+    class Params(StageParams):
+        seconds: float = Field(60.0, ge=0.0)
+
+    params: Params
+
+    def run(self, state: QueryState, ctx: StageContext) -> None:
+        _pause(self.params.seconds)
+
+
+@hookimpl
+def register_index_steps() -> list[type[IndexStep]]:
+    return [PauseStep]
+
+
+@hookimpl
+def register_denoisers() -> list[type[Stage]]:
+    return [PauseStage]
