@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
+from fastapi.testclient import TestClient
 
 STARTED = re.compile(r"^graphroute serving group \S+ at (http://\S+)/ \(API docs at ")
 
@@ -75,3 +76,16 @@ def serve_app(app: Any) -> Iterator[str]:
         server.should_exit = True
         thread.join(timeout=15)
         sock.close()
+
+
+def finished(client: TestClient, body: dict[str, Any]) -> dict[str, Any]:
+    """Post an index job and poll it until it ends (600 s at most); the job's last state."""
+    r = client.post("/index", json=body)
+    assert r.status_code == 202, r.text
+    job: dict[str, Any] = r.json()
+    deadline = time.monotonic() + 600
+    while job["state"] in ("queued", "running"):
+        assert time.monotonic() < deadline, job
+        time.sleep(0.2)
+        job = client.get(f"/jobs/{job['id']}").json()
+    return job

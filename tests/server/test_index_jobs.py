@@ -14,6 +14,8 @@ from fastapi.testclient import TestClient
 from graphroute.core import GraphRoute
 from graphroute.core.apps.serve.server import ServerConfig, create_app
 
+from tests.server.live import finished
+
 CANTEEN = {"title": "Canteen", "text": "The canteen on the third floor serves lunch from noon until two."}
 GARDEN = {"title": "Garden", "text": "The roof garden is open to staff on weekdays from eight to six."}
 
@@ -44,18 +46,6 @@ def client(tmp_path: Path, uploads: Path, root: Path, monkeypatch: pytest.Monkey
     with TestClient(app) as c:
         yield c
     gr.close()
-
-
-def finished(client: TestClient, body: dict[str, Any]) -> dict[str, Any]:
-    r = client.post("/index", json=body)
-    assert r.status_code == 202, r.text
-    job: dict[str, Any] = r.json()
-    deadline = time.monotonic() + 600
-    while job["state"] in ("queued", "running"):
-        assert time.monotonic() < deadline, job
-        time.sleep(0.2)
-        job = client.get(f"/jobs/{job['id']}").json()
-    return job
 
 
 def test_a_job_that_indexed_nothing_failed_and_names_no_server_path(client: TestClient, root: Path, uploads: Path) -> None:

@@ -7,7 +7,6 @@ app (FastAPI's TestClient) over a real embedded store."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -17,6 +16,7 @@ from graphroute.core.apps.serve.playground import mount_playground
 from graphroute.core.apps.serve.server import DEFAULT_PAGE_LIMIT, MAX_PAGE_LIMIT, MAX_REPORT_ITEMS
 
 from tests.server.conftest import make_app
+from tests.server.live import finished
 
 MANY = 150  # more documents than a page holds by default
 
@@ -156,15 +156,3 @@ def test_a_job_report_keeps_its_lists_short(tmp_path: Path) -> None:
     assert f"{n} input(s) could not be read" in job["error"]
 
 
-def finished(client: TestClient, body: dict[str, Any]) -> dict[str, Any]:
-    import time
-
-    r = client.post("/index", json=body)
-    assert r.status_code == 202, r.text
-    job: dict[str, Any] = r.json()
-    deadline = time.monotonic() + 600
-    while job["state"] in ("queued", "running"):
-        assert time.monotonic() < deadline, job
-        time.sleep(0.2)
-        job = client.get(f"/jobs/{job['id']}").json()
-    return job

@@ -7,16 +7,16 @@ indexed with the default profile."""
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 from graphroute.core import GraphRoute
 from graphroute.core.apps.serve.playground import mount_playground
 from graphroute.core.apps.serve.server import ServerConfig, create_app
+
+from tests.server.live import finished
 
 UPLOADED = [
     {"title": "Canteen", "text": "The canteen on the third floor serves lunch from noon until two."},
@@ -47,18 +47,6 @@ def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Te
         assert job["state"] == "succeeded" and job["report"]["indexed"] == 4, job
         yield c, tmp_path
     gr.close()
-
-
-def finished(client: TestClient, body: dict[str, Any]) -> dict[str, Any]:
-    r = client.post("/index", json=body)
-    assert r.status_code == 202, r.text
-    job: dict[str, Any] = r.json()
-    deadline = time.monotonic() + 600
-    while job["state"] in ("queued", "running"):
-        assert time.monotonic() < deadline, job
-        time.sleep(0.2)
-        job = client.get(f"/jobs/{job['id']}").json()
-    return job
 
 
 def test_the_documents_listing_names_files_as_the_client_knows_them(served: tuple[TestClient, Path]) -> None:
