@@ -36,10 +36,18 @@ def paused_profile(folder: Path) -> Path:
     return path
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def interrupt_when_paused(args: list[str], marker: Path, cache: Path) -> subprocess.CompletedProcess[str]:
     """Run ``graphroute ARGS`` with the pause plugin, send SIGINT once it pauses."""
     env = cli_env(cache, GRAPHROUTE_PLUGINS=PLUGIN, GRAPHROUTE_TEST_PAUSE=str(marker))
-    proc = subprocess.Popen([GRAPHROUTE, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
+    # a terminal's Ctrl+C reaches a process whose SIGINT is not ignored; a test run started in
+    # the background of a shell without job control (CI, nohup ... &) hands its children SIGINT
+    # ignored, and Python then installs no KeyboardInterrupt handler: restore the default
+    proc = subprocess.Popen([GRAPHROUTE, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO,
+                            preexec_fn=_default_sigint)
     try:
         deadline = time.monotonic() + 300
         while not marker.exists():
