@@ -185,6 +185,16 @@ class GroupBusyError(StoreError):
     http_status = 409
     code = "group_busy"
 
+    @classmethod
+    def for_group(cls, group: str, location: str, detail: str = "", after: str = "") -> GroupBusyError:
+        """The one wording of every backend: ``detail`` names the holder where the backend
+        knows it, ``after`` says when a killed holder lets go."""
+        held = f" ({detail})" if detail else ""
+        return cls(
+            f"group {group!r} of store {location} is being written by another index run or delete{held}; "
+            f"wait for it to finish, then run this again{after}"
+        )
+
 
 class LoaderError(GraphRouteError):
     """A file that cannot be loaded; the message says which file and why."""

@@ -470,14 +470,19 @@ class LocalEmbedder(PackagedModelEmbedder):
         return f"local:{':'.join(parts)}:{p.max_length}"
 
     @property
+    def reads_windows(self) -> bool:
+        """Whether a text longer than the model's window is read in windows (``long_texts``)."""
+        return self.params.long_texts == "windows"
+
+    @property
     def document_id(self) -> str:
-        return f"{self.model_id}:windows" if self.params.long_texts == "windows" else self.model_id
+        return f"{self.model_id}:windows" if self.reads_windows else self.model_id
 
     def _model_dimension(self) -> int:
         return self.model().dimension
 
     def _encode(self, texts: Sequence[str]) -> np.ndarray:
-        return self.model().encode(texts, self.params.batch_size, self.params.max_batch_tokens, windows=self.params.long_texts == "windows")
+        return self.model().encode(texts, self.params.batch_size, self.params.max_batch_tokens, windows=self.reads_windows)
 
     def embed_spans(
         self, texts: Sequence[str], heads: Sequence[int], spans: Sequence[Sequence[tuple[int, int]]],
@@ -486,7 +491,7 @@ class LocalEmbedder(PackagedModelEmbedder):
             self.calls += 1
             self.texts_embedded += len(texts)
         return self.model().encode_spans(
-            texts, heads, spans, self.params.batch_size, self.params.max_batch_tokens, windows=self.params.long_texts == "windows",
+            texts, heads, spans, self.params.batch_size, self.params.max_batch_tokens, windows=self.reads_windows,
         )
 
 

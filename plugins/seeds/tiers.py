@@ -35,6 +35,7 @@ from graphroute.core.api.stage import (
     StageParams,
 )
 from graphroute.core.api.store import GraphStore, counted_nodes, per_version
+from graphroute.core.api.values import echo
 from graphroute.core.errors import LLMOutputError
 from graphroute.core.hookspecs import hookimpl
 from graphroute.core.lib.communities import THEMATIC_COMMUNITIES
@@ -384,7 +385,7 @@ class Profile(BaseModel):
             try:
                 regex.compile(cue, regex.IGNORECASE)
             except regex.error as exc:
-                raise ValueError(f"cue {cue[:80]!r} is not a regular expression: {exc}") from None
+                raise ValueError(f"cue {echo(cue, quote=True)} is not a regular expression: {exc}") from None
         return cues
 
 

@@ -383,10 +383,7 @@ class EmbeddedStore(GraphStore):
         try:
             lock.acquire(timeout=0)
         except Timeout:
-            raise GroupBusyError(
-                f"group {group!r} of store {self.location!r} is being written by another index run or delete; "
-                "wait for it to finish, then run this again"
-            ) from None
+            raise GroupBusyError.for_group(group, repr(self.location)) from None
         except OSError as exc:
             raise StoreError(f"cannot lock group {group!r} in the store folder {self.location!r}: {exc}") from exc
         try:

@@ -559,10 +559,9 @@ class Neo4jStore(GraphStore):
 
         got = self._write_tx("index lock", take)
         if not got["mine"]:
-            raise GroupBusyError(
-                f"group {group!r} of store {self.location} is being written by another index run or delete "
-                f"({got['holder']}); wait for it to finish, then run this again (if that run was killed, the "
-                f"group is free again within {math.ceil(max(0, got['left']) / 1000)} s)"
+            raise GroupBusyError.for_group(
+                group, self.location, got["holder"],
+                f" (if that run was killed, the group is free again within {math.ceil(max(0, got['left']) / 1000)} s)",
             )
         stop = threading.Event()
 
