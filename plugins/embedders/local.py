@@ -435,8 +435,8 @@ class LocalEmbedder(PackagedModelEmbedder):
         model_path: str | None = Field(None, description="an ONNX sentence-embedding model file; default: the packaged all-MiniLM-L6-v2 (int8)")
         tokenizer_path: str | None = Field(None, description="the model's tokenizer.json; default: the packaged all-MiniLM-L6-v2 tokenizer")
         max_length: int = Field(MAX_LENGTH, ge=8, le=8192, description="tokens per forward pass (special tokens included): the model's window")
-        # windows: a chunk of up to chunk_max_tokens (512 words) is longer than the window, and
-        # cut at it the chunk's vector missed whatever its later half says (docs/models.md)
+        # windows: a chunk of up to chunk_max_tokens (512 words) is often longer than the window,
+        # and cut at it, its vector would say nothing of its later part (docs/models.md)
         long_texts: Literal["windows", "truncate"] = Field(
             "windows", description="a document text longer than max_length: `windows` reads it in overlapping windows "
             "and averages every token's output; `truncate` reads its first max_length tokens only (sentence-transformers' way)",
