@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -22,7 +23,12 @@ from graphroute.core.config.settings import Settings
 from graphroute.core.errors import EmbedderMismatchError
 from graphroute.core.registry import Registry, get_registry
 
-_stage_clients: dict[str, LLMClient] = {}
+# Stage-level LLM clients, one per distinct (name, params), shared by every query of the
+# process; the most recently used STAGE_CLIENTS_MAX are kept, so a Python caller whose routes
+# vary a client's params per call does not grow the process without bound (an OrderedDict:
+# functools.lru_cache would need the params hashable).
+STAGE_CLIENTS_MAX = 32
+_stage_clients: OrderedDict[str, LLMClient] = OrderedDict()
 _stage_clients_lock = threading.Lock()
 
 
@@ -102,7 +108,8 @@ class Services:
         A stage may name its own client in the route (``llm: openai`` plus ``llm_params``), so a
         route YAML alone can switch between offline and remote models; otherwise the process
         client (``GRAPHROUTE_LLM``) is used. Stage-level clients are built once per distinct
-        configuration and shared by every query of the process (same cache, same pool).
+        configuration and shared by every query of the process (same cache, same pool); the
+        :data:`STAGE_CLIENTS_MAX` most recently used configurations are kept.
         """
         if not name:
             return self.llm()
@@ -112,6 +119,10 @@ class Services:
             if client is None:
                 client = make_llm(self.registry, name, dict(params or {}))
                 _stage_clients[key] = client
+                while len(_stage_clients) > STAGE_CLIENTS_MAX:
+                    _stage_clients.popitem(last=False)  # a query using it keeps its own reference
+            else:
+                _stage_clients.move_to_end(key)
         return client
 
     def embed_query(self, text: str) -> np.ndarray:

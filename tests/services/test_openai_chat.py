@@ -189,3 +189,30 @@ def test_factory_from_environment(fake_openai: FakeOpenAI, api_keys: dict[str, s
     with pytest.raises(LLMConfigError, match="api_key_env"):
         make()
     assert llm_params_from_env({"GRAPHROUTE_LLM": "off"}) == (None, {})
+
+
+def test_stage_clients_keep_the_most_recently_used(
+    fake_openai: FakeOpenAI, api_keys: dict[str, str], tmp_path: Path
+) -> None:
+    """A stage's own client is built once per configuration and reused; a caller that varies
+    the params per call keeps at most STAGE_CLIENTS_MAX of them, the least recently used
+    going first, and a client still held by its caller goes on answering."""
+    from graphroute.core.engine import open_store
+    from graphroute.core.query import services as svc
+
+    fake_openai.responder = lambda body: f"answer from {body['model']}"
+    services = svc.Services(open_store(str(tmp_path / "store")), "g")
+    url = fake_openai.url + "/v1"
+
+    def client(i: int) -> Any:
+        return services.stage_llm("openai", {"base_url": url, "model": f"m{i}", "max_retries": 0})
+
+    first, kept = client(0), client(1)
+    assert client(0) is first  # the same configuration: the same client
+    for i in range(2, svc.STAGE_CLIENTS_MAX + 5):
+        client(i)
+        client(1)  # used between every other: never the least recent
+    assert len(svc._stage_clients) <= svc.STAGE_CLIENTS_MAX
+    assert client(1) is kept
+    assert client(0) is not first  # evicted, so built anew
+    assert first.complete(MSG, max_tokens=5).text == "answer from m0"
