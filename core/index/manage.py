@@ -17,10 +17,11 @@ from graphroute.core.api.constants import DOCUMENTS_META, INDEX_PROFILE_META
 from graphroute.core.api.models import Label
 from graphroute.core.api.store import GraphStore
 from graphroute.core.config.settings import Settings
-from graphroute.core.errors import GroupNameError, NotFoundError, UserError
+from graphroute.core.errors import GroupNameError, NotFoundError, StoreLocationError, UserError
 from graphroute.core.registry import Registry
 
 MAX_GROUP_CHARS = 200
+DELETED_FROM = "deleted from"  # what a read-only store's refusal says a delete could not do
 GROUP_NAME_RULE = (
     f"a group name is 1 to {MAX_GROUP_CHARS} characters without '/', '\\', control characters or "
     "white space at either end, and not '.' or '..' (it is a path segment of the HTTP API's URLs)"
@@ -111,7 +112,7 @@ def delete_documents(
     stored = store.get_meta(group, INDEX_PROFILE_META)
     profile = IndexProfile.model_validate(stored) if isinstance(stored, dict) else load_index_profile(None)
     indexer = Indexer(store, group, registry=registry, settings=settings, profile=profile)
-    report = indexer.index_paths([], remove=doc_ids)
+    report = indexer.index_paths([], remove=doc_ids, action=DELETED_FROM)
     return {
         "group": group,
         "deleted": doc_ids,
@@ -125,6 +126,8 @@ def delete_documents(
 def delete_group(store: GraphStore, group: str) -> dict[str, Any]:
     """Delete everything the group holds: nodes, edges, vectors and metadata."""
     require_group(store, group)
+    if store.read_only:
+        raise StoreLocationError.read_only(repr(store.location), DELETED_FROM)
     with store.index_lock(group):  # not under a run that is indexing into it
         n = store.counts(group).get("nodes", {}).get(Label.DOCUMENT.value, 0)
         store.delete_group(group)

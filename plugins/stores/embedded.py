@@ -272,9 +272,8 @@ class EmbeddedStore(GraphStore):
     def _write(self, group: str) -> Iterator[sqlite3.Connection]:
         """One IMMEDIATE transaction that bumps the group's version; all or nothing."""
         if self._checkpointer is None:
-            raise StoreLocationError(
-                f"the embedded store {self.location!r} is read-only for this process (its folder or "
-                "database file cannot be written); it can be queried, not changed"
+            raise StoreLocationError.read_only(
+                f"the embedded store {self.location!r}", "changed", "its folder or database file cannot be written"
             )
         with self._write_lock:
             conn = self._conn()
