@@ -35,6 +35,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import logging
 import os
 import re
 import sqlite3
@@ -68,6 +69,8 @@ from graphroute.core.lib.embed_cache import enable_wal
 from graphroute.core.lib.vector_matrix import VectorMatrix
 from graphroute.plugins.stores.wal_checkpointer import WalCheckpointer
 from pydantic import Field
+
+log = logging.getLogger(__name__)
 
 DB_FILE = "graph.sqlite"
 # Props with an expression index; keep in sync with _SCHEMA below.
@@ -219,7 +222,7 @@ class EmbeddedStore(GraphStore):
             conn = self._conn()
             conn.executescript("BEGIN IMMEDIATE;" + _SCHEMA + "COMMIT;")
         # checkpoints run beside the writer, not in its commits (see wal_checkpointer)
-        self._checkpointer = WalCheckpointer(self._connect, self._log_limit_pages)
+        self._checkpointer = WalCheckpointer(self._connect, self._log_limit_pages, self._gone)
 
     # ------------------------------------------------------------------ connections
     def _connect(self) -> sqlite3.Connection:
@@ -262,7 +265,7 @@ class EmbeddedStore(GraphStore):
                 conn.execute(f"PRAGMA wal_autocheckpoint={2 * self._log_limit_pages}")
                 conn.execute(f"PRAGMA journal_size_limit={self._log_limit_bytes}")
             except sqlite3.Error as exc:
-                raise _failure(self._db, exc, "opening") from exc
+                raise self._opening_failure(exc) from exc
             self._local.conn = conn
             with self._conns_lock:
                 self._conns.append(conn)
@@ -333,7 +336,7 @@ class EmbeddedStore(GraphStore):
         try:
             conn = self._connect()
         except sqlite3.Error as exc:
-            raise _failure(self._db, exc, "opening") from exc
+            raise self._opening_failure(exc) from exc
         try:
             cursor = conn.execute(sql, args)  # the snapshot starts here, at the call
         except sqlite3.Error as exc:
@@ -356,7 +359,23 @@ class EmbeddedStore(GraphStore):
 
         return rows()
 
+    def _gone(self) -> bool:
+        """True when the database file was deleted (or its folder) while this store had it
+        open: SQLite goes on writing the deleted file through the connections already open,
+        and nothing new can open it."""
+        return not os.path.exists(self._db)
+
+    def _gone_message(self) -> str:
+        return f"the store folder {self.location!r} was deleted while this process had it open; what was written to it since is gone"
+
+    def _opening_failure(self, exc: sqlite3.Error) -> StoreError:
+        """The error of a new connection that failed: one to a store deleted meanwhile says so."""
+        return StoreError(self._gone_message()) if self._gone() else _failure(self._db, exc, "opening")
+
     def close(self) -> None:
+        """Close every connection. A store whose folder was deleted meanwhile closes as one
+        that is gone: one warning line, and no checkpoint error from the files it lost."""
+        first = not self._closed
         if self._checkpointer is not None:
             self._checkpointer.close()
         with self._conns_lock:
@@ -366,6 +385,8 @@ class EmbeddedStore(GraphStore):
             with suppress(sqlite3.Error):
                 conn.close()
         self._spaces.clear()
+        if first and self._gone():
+            log.warning(self._gone_message())
 
     # ------------------------------------------------------------------ index runs
     @contextmanager

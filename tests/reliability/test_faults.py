@@ -37,6 +37,7 @@ from graphroute.core.registry import get_registry
 from tests.reliability.conftest import GRAPHROUTE, assert_no_traceback, cli_env, run_cli
 
 MUSIQUE = Path("/work/shared/datasets/musique/corpus.json")
+PAUSE_PLUGIN = "tests.reliability.pause_plugin"
 
 
 def musique(n: int, start: int = 0) -> list[dict[str, str]]:
@@ -220,3 +221,33 @@ def test_a_damaged_store_file_is_a_clear_error_naming_it(tmp_path: Path, setting
         assert r.returncode == 1, (args, r.stdout + r.stderr)
         assert f"the embedded store file '{db}' is damaged" in r.stderr.replace("\n", ""), (args, r.stderr)
         assert "restore the store folder from a backup, or delete it and index the documents again" in r.stderr, r.stderr
+
+
+def test_a_store_folder_deleted_during_index_ends_without_a_traceback(tmp_path: Path, cache_dir: Path) -> None:
+    # the run is held in its loader, before its first commit starts the store's checkpoint
+    # thread; the folder is deleted there, and the run goes on into a store that is gone
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "ferry.pause").write_text("The ferry to Ashford leaves the north pier at noon.\n", encoding="utf-8")
+    store, marker = tmp_path / "store", tmp_path / "paused"
+    env = cli_env(cache_dir, GRAPHROUTE_PLUGINS=PAUSE_PLUGIN, GRAPHROUTE_TEST_PAUSE=str(marker))
+    proc = subprocess.Popen([GRAPHROUTE, "index", str(docs), "--store", str(store), "--group", "g"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.monotonic() + 300
+        while not marker.exists():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the run never reached its pause"
+            time.sleep(0.05)
+        shutil.rmtree(store)
+        out, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    r = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    assert_no_traceback(r)
+    # the steps that open the store again fail, as any step that cannot read the store does,
+    # and say why
+    assert r.returncode == 1, err
+    assert f"the store folder {str(store)!r} was deleted while this process had it open" in err, err
+    assert "checkpoint" not in err and "unable to open database file" not in err, err
