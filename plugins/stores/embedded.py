@@ -48,7 +48,7 @@ from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
 import numpy as np
 from filelock import FileLock, Timeout
 from graphroute.core.api.components import ComponentParams, StoreBackend
-from graphroute.core.api.models import Edge, Node
+from graphroute.core.api.models import Edge, Label, Node
 from graphroute.core.api.neighbourhood import NeighbourCounts, Neighbourhood
 from graphroute.core.api.store import (
     Direction,
@@ -62,6 +62,7 @@ from graphroute.core.api.store import (
     nodes_equal_to,
     patched_meta,
     read_version,
+    title_key,
 )
 from graphroute.core.errors import GroupBusyError, StoreDamagedError, StoreError, StoreLocationError
 from graphroute.core.hookspecs import hookimpl
@@ -256,6 +257,8 @@ class EmbeddedStore(GraphStore):
                 conn.execute("PRAGMA foreign_keys=OFF")
                 conn.execute("PRAGMA cache_size=-65536")  # 64 MiB page cache
                 conn.execute("PRAGMA temp_store=MEMORY")
+                # a listing's title order, the same function as every backend's (document_page)
+                conn.create_function("gr_title_key", 1, title_key, deterministic=True)
                 # commits leave checkpoints to the store's WalCheckpointer; this connection
                 # checkpoints itself only past twice the log limit, i.e. only when that thread
                 # could not start or fall behind. A restarted log is cut back to the limit.
@@ -894,6 +897,15 @@ class EmbeddedStore(GraphStore):
     def count_nodes(self, group: str, label: str) -> int:
         row = self._conn().execute("SELECT COUNT(*) FROM nodes WHERE grp = ? AND label = ?", (group, str(label))).fetchone()
         return int(row[0])
+
+    @_reads
+    def document_page(self, group: str, limit: int | None, offset: int = 0) -> list[Node]:
+        rows = self._conn().execute(
+            "SELECT id, label, doc_id, props FROM nodes WHERE grp = ? AND label = ? "
+            "ORDER BY gr_title_key(json_extract(props, '$.title')), id LIMIT ? OFFSET ?",
+            (group, Label.DOCUMENT.value, -1 if limit is None else limit, offset),
+        ).fetchall()
+        return [self._node(group, r) for r in rows]
 
     @_reads
     def counts(self, group: str) -> dict[str, dict[str, int]]:
