@@ -34,10 +34,15 @@ from graphroute.core.engine import open_store
 from graphroute.core.index.pipeline import Indexer
 from graphroute.core.registry import get_registry
 
-from tests.reliability.conftest import GRAPHROUTE, assert_no_traceback, cli_env, run_cli
+from tests.reliability.conftest import (
+    GRAPHROUTE,
+    assert_no_traceback,
+    cli_env,
+    run_cli,
+    when_paused,
+)
 
 MUSIQUE = Path("/work/shared/datasets/musique/corpus.json")
-PAUSE_PLUGIN = "tests.reliability.pause_plugin"
 
 
 def musique(n: int, start: int = 0) -> list[dict[str, str]]:
@@ -229,22 +234,10 @@ def test_a_store_folder_deleted_during_index_ends_without_a_traceback(tmp_path: 
     docs = tmp_path / "docs"
     docs.mkdir()
     (docs / "ferry.pause").write_text("The ferry to Ashford leaves the north pier at noon.\n", encoding="utf-8")
-    store, marker = tmp_path / "store", tmp_path / "paused"
-    env = cli_env(cache_dir, GRAPHROUTE_PLUGINS=PAUSE_PLUGIN, GRAPHROUTE_TEST_PAUSE=str(marker))
-    proc = subprocess.Popen([GRAPHROUTE, "index", str(docs), "--store", str(store), "--group", "g"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    try:
-        deadline = time.monotonic() + 300
-        while not marker.exists():
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "the run never reached its pause"
-            time.sleep(0.05)
-        shutil.rmtree(store)
-        out, err = proc.communicate(timeout=300)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    r = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    store = tmp_path / "store"
+    r = when_paused(["index", str(docs), "--store", str(store), "--group", "g"], tmp_path / "paused", cache_dir,
+                    lambda _: shutil.rmtree(store))
+    err = r.stderr
     assert_no_traceback(r)
     # the steps that open the store again fail, as any step that cannot read the store does,
     # and say why
