@@ -278,9 +278,7 @@ class EmbeddedStore(GraphStore):
     def _write(self, group: str) -> Iterator[sqlite3.Connection]:
         """One IMMEDIATE transaction that bumps the group's version; all or nothing."""
         if self._checkpointer is None:
-            raise StoreLocationError.read_only(
-                f"the embedded store {self.location!r}", "changed", "its folder or database file cannot be written"
-            )
+            raise StoreLocationError.read_only(repr(self.location), "changed", "its folder or database file cannot be written")
         with self._write_lock:
             conn = self._conn()
             self._checkpointer.wait_if_full()

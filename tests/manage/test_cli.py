@@ -224,6 +224,13 @@ def test_delete_on_a_read_only_store_says_deleting_failed(indexed: GraphRoute) -
     r = subprocess.run([*prefix, GRAPHROUTE, "index", str(Path(store).parent / "corpus"), "--group", "g",
                         "--store", store], capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 2 and "not indexed into" in " ".join(r.stderr.split()), r.stderr
+    write = "from graphroute.plugins.stores.embedded import EmbeddedStore; EmbeddedStore(sys.argv[1]).set_meta('g', 'k', 1)"
+    r = subprocess.run([*prefix, sys.executable, "-c", f"import sys; {write}", store],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode != 0 and (
+        f"StoreLocationError: store {store!r} is read-only for this process (its folder or database file cannot be "
+        "written); it can be queried, not changed"
+    ) in r.stderr, r.stderr
     gr = GraphRoute(store=store)  # nothing was deleted
     assert [(g["group"], g["documents"]) for g in gr.groups()] == [("g", 3), ("h", 1)]
     gr.close()
