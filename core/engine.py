@@ -197,6 +197,14 @@ class GraphRoute:
 
         return list_documents(self.store, group or self.group)
 
+    def documents_page(self, group: str, limit: int, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
+        """At most ``limit`` of the group's documents after ``offset`` (rows as
+        :meth:`documents` has them, in its order) and how many it holds in all; only that
+        page is read from the store."""
+        from graphroute.core.index.manage import documents_page
+
+        return documents_page(self.store, group, limit, offset)
+
     def delete(self, group: str, document: str | None = None) -> dict[str, Any]:
         """Delete a whole group, or the documents ``document`` names (an id, a title or a
         path) with the derived layers updated; later queries never cite them."""

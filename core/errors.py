@@ -167,6 +167,14 @@ class StoreLocationError(StoreError):
     exit_code = EXIT_USER
     code = "store_location"
 
+    @classmethod
+    def read_only(cls, location: str, action: str, detail: str = "") -> StoreLocationError:
+        """The one wording of a write refused because this process may only read the store:
+        ``action`` says what could not be done to it ("indexed into", "deleted from"),
+        ``detail`` why the backend found it read-only, where it knows."""
+        why = f" ({detail})" if detail else ""
+        return cls(f"store {location} is read-only for this process{why}; it can be queried, not {action}")
+
 
 class StoreUnavailableError(StoreError):
     """The store's server cannot be reached or refuses the credentials."""

@@ -241,6 +241,12 @@ def document_titles(store: GraphStore, group: str) -> dict[str, str]:
     return {n.id: str(n.props.get("title") or "") for n in store.iter_nodes(group, Label.DOCUMENT)}
 
 
+def title_key(title: Any) -> str:
+    """How a listing compares document titles: case-insensitively (``str.casefold``), a
+    missing title as "". :meth:`GraphStore.document_page` orders by it, then by id."""
+    return "" if title is None else str(title).casefold()
+
+
 class GraphStore(ABC):
     """Nodes, edges, properties and vectors of many isolated groups."""
 
@@ -611,6 +617,15 @@ class GraphStore(ABC):
         """How many nodes of ``label`` the group holds. The default counts a scan; a backend
         counts its (group, label) index."""
         return sum(1 for _ in self.iter_nodes(group, label))
+
+    def document_page(self, group: str, limit: int | None, offset: int = 0) -> list[Node]:
+        """One page of the group's Document nodes: at most ``limit`` (all the rest when
+        None) after skipping ``offset``, ordered by :func:`title_key` of their ``title``
+        property, then by id. What a paged listing reads, with :meth:`count_nodes` for its
+        total. The default sorts a scan of the group's documents; a backend reads only the
+        page (the embedded store's SQL LIMIT/OFFSET, Cypher SKIP/LIMIT on Neo4j)."""
+        docs = sorted(self.iter_nodes(group, Label.DOCUMENT), key=lambda n: (title_key(n.props.get("title")), n.id))
+        return docs[offset:] if limit is None else docs[offset : offset + limit]
 
     def detect_communities(
         self,

@@ -88,6 +88,16 @@ class ResolvedRoute:
         """Ids of stages that can be switched off without breaking the route (ablation)."""
         return [s.spec.key for s in self.stages() if s.cls.kind == StageKind.DENOISER]
 
+    def disabled_block(self, sid: str) -> str | None:
+        """The id of the disabled parallel block that holds stage ``sid``, whose stages run
+        nothing whatever their own state and parameters; None when ``sid`` is in none. Why
+        an override of ``sid`` (:func:`idle_overrides`) or switching it on (the bench's
+        ablation) changes nothing."""
+        for e in self.entries:
+            if isinstance(e, ResolvedParallel) and not e.spec.enabled and any(s.spec.key == sid for b in e.branches for s in b):
+                return e.spec.key
+        return None
+
 
 def _resolve_stage(spec: StageSpec, cfg: RouteConfig, registry: Registry) -> ResolvedStage:
     assert spec.use is not None
@@ -257,24 +267,22 @@ def idle_overrides(before: ResolvedRoute, after: ResolvedRoute, only: Overrides,
     name = after.name
     stages = {s.spec.key: s for s in after.stages()}
     was = {s.spec.key: s for s in before.stages()}
-    blocks = {e.spec.key: e for e in after.entries if isinstance(e, ResolvedParallel)}
     was_on = {**{k: s.spec.enabled for k, s in was.items()},
               **{e.spec.key: e.spec.enabled for e in before.entries if isinstance(e, ResolvedParallel)}}
-    block_of = {s.spec.key: e for e in blocks.values() for br in e.branches for s in br}
     notes: list[str] = []
-
-    def off_block(sid: str) -> str | None:
-        block = block_of.get(sid)
-        return block.spec.key if block is not None and not block.spec.enabled else None
 
     for (sid, param), value in only.params.items():
         flag = f"{prefix}set {sid}.{param}={_flag_value(value)}"
         stage = stages.get(sid)
         if stage is None or sid not in was:
             continue
-        if not stage.spec.enabled:
+        block = after.disabled_block(sid)
+        if not stage.spec.enabled and block is not None:  # enabling the stage alone would change nothing either
+            notes.append(f"{sid} is disabled in {name}, and so is its parallel block {block}: {flag} changes nothing; "
+                         f"add {prefix}enable {sid} {prefix}enable {block}")
+        elif not stage.spec.enabled:
             notes.append(f"{sid} is disabled in {name}: {flag} changes nothing; add {prefix}enable {sid}")
-        elif (block := off_block(sid)) is not None:
+        elif block is not None:
             notes.append(f"{sid} is in the parallel block {block}, disabled in {name}: {flag} changes nothing; "
                          f"add {prefix}enable {block}")
         elif getattr(was[sid].params, param, None) == getattr(stage.params, param, None):
@@ -283,7 +291,7 @@ def idle_overrides(before: ResolvedRoute, after: ResolvedRoute, only: Overrides,
         flag = f"{prefix}{'enable' if on else 'disable'} {sid}"
         if was_on.get(sid) == on:
             notes.append(f"{sid} is already {'enabled' if on else 'disabled'} in {name}: {flag} changes nothing")
-        elif on and (block := off_block(sid)) is not None:
+        elif on and (block := after.disabled_block(sid)) is not None:
             notes.append(f"{sid} is in the parallel block {block}, disabled in {name}: {flag} changes nothing; "
                          f"add {prefix}enable {block}")
     return notes

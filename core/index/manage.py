@@ -17,10 +17,11 @@ from graphroute.core.api.constants import DOCUMENTS_META, INDEX_PROFILE_META
 from graphroute.core.api.models import Label
 from graphroute.core.api.store import GraphStore
 from graphroute.core.config.settings import Settings
-from graphroute.core.errors import GroupNameError, NotFoundError, UserError
+from graphroute.core.errors import GroupNameError, NotFoundError, StoreLocationError, UserError
 from graphroute.core.registry import Registry
 
 MAX_GROUP_CHARS = 200
+DELETED_FROM = "deleted from"  # what a read-only store's refusal says a delete could not do
 GROUP_NAME_RULE = (
     f"a group name is 1 to {MAX_GROUP_CHARS} characters without '/', '\\', control characters or "
     "white space at either end, and not '.' or '..' (it is a path segment of the HTTP API's URLs)"
@@ -49,14 +50,25 @@ def require_group(store: GraphStore, group: str) -> None:
 
 
 def list_documents(store: GraphStore, group: str) -> list[dict[str, Any]]:
-    """The group's documents, ordered by title then id: id, title, path (the loader's
-    source), content hash, when it was indexed (None for documents indexed before that was
-    recorded) and its sentence count."""
+    """The group's documents, as :func:`documents_page` lists them, all at once."""
+    return documents_page(store, group, None)[0]
+
+
+def documents_page(
+    store: GraphStore, group: str, limit: int | None, offset: int = 0
+) -> tuple[list[dict[str, Any]], int]:
+    """At most ``limit`` of the group's documents (all the rest when None) after ``offset``,
+    ordered by title (case-insensitively) then id, and how many the group holds in all. A
+    row: id, title, path (the loader's source), content hash, when it was indexed (None for
+    documents indexed before that was recorded) and its sentence count. Only the page is
+    read from the store (:meth:`GraphStore.document_page`); the total is a count."""
     require_group(store, group)
+    nodes = store.document_page(group, limit, offset)
+    total = offset + len(nodes) if limit is None else store.count_nodes(group, Label.DOCUMENT.value)
     meta: dict[str, Any] = store.get_meta(group, DOCUMENTS_META) or {}
     rows: list[dict[str, Any]] = []
     uncounted: list[dict[str, Any]] = []
-    for node in store.iter_nodes(group, Label.DOCUMENT.value):
+    for node in nodes:
         info = meta.get(node.id) or {}
         row = {
             "id": node.id,
@@ -69,12 +81,17 @@ def list_documents(store: GraphStore, group: str) -> list[dict[str, Any]]:
         if row["sentences"] is None:
             uncounted.append(row)
         rows.append(row)
-    if uncounted:  # a document node without its count: count its sentences once for all
+    # a document node without its count: the whole listing counts the group's sentences in
+    # one scan, a page those of its own documents
+    if uncounted and limit is None:
         per_doc = Counter(n.doc_id for n in store.iter_nodes(group, Label.SENTENCE.value))
-        for row in uncounted:
-            row["sentences"] = per_doc.get(row["id"], 0)
-    rows.sort(key=lambda r: (str(r["title"]).casefold(), r["id"]))
-    return rows
+    elif uncounted:
+        per_doc = Counter({
+            row["id"]: sum(1 for _ in store.iter_nodes(group, Label.SENTENCE.value, doc_id=row["id"])) for row in uncounted
+        })
+    for row in uncounted:
+        row["sentences"] = per_doc.get(row["id"], 0)
+    return rows, total
 
 
 def resolve_documents(store: GraphStore, group: str, document: str) -> list[dict[str, Any]]:
@@ -111,7 +128,7 @@ def delete_documents(
     stored = store.get_meta(group, INDEX_PROFILE_META)
     profile = IndexProfile.model_validate(stored) if isinstance(stored, dict) else load_index_profile(None)
     indexer = Indexer(store, group, registry=registry, settings=settings, profile=profile)
-    report = indexer.index_paths([], remove=doc_ids)
+    report = indexer.index_paths([], remove=doc_ids, action=DELETED_FROM)
     return {
         "group": group,
         "deleted": doc_ids,
@@ -125,6 +142,8 @@ def delete_documents(
 def delete_group(store: GraphStore, group: str) -> dict[str, Any]:
     """Delete everything the group holds: nodes, edges, vectors and metadata."""
     require_group(store, group)
+    if store.read_only:
+        raise StoreLocationError.read_only(repr(store.location), DELETED_FROM)
     with store.index_lock(group):  # not under a run that is indexing into it
         n = store.counts(group).get("nodes", {}).get(Label.DOCUMENT.value, 0)
         store.delete_group(group)

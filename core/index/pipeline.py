@@ -247,12 +247,17 @@ class Indexer:
         remove_missing: bool = False,
         remove: Collection[str] = (),
         roots: list[Path] | None = None,
+        action: str = "indexed into",
     ) -> IndexReport:
         """Index ``paths``; delete the documents whose ids are in ``remove`` (and, with
         ``remove_missing``, those whose files are gone), then update the derived layers. With
         ``roots``, files whose real path (links followed) is outside every root are reported
         in ``failed`` and skipped. The run holds the group's index lock throughout
-        (:meth:`GraphStore.index_lock`): a second run into the group meanwhile is refused."""
+        (:meth:`GraphStore.index_lock`): a second run into the group meanwhile is refused.
+        ``action`` is what the caller does to the store, as a read-only store's refusal says
+        it ("indexed into"; a delete passes "deleted from")."""
+        if self.store.read_only:
+            raise StoreLocationError.read_only(repr(self.store.location), action)
         with self.store.index_lock(self.group):
             return self._index_paths(paths, remove_missing, remove, roots)
 
@@ -268,10 +273,6 @@ class Indexer:
         from graphroute.core.index.skeleton import doc_id_for, plan_document, skeletons
         from graphroute.core.lib.progress import track
 
-        if self.store.read_only:
-            raise StoreLocationError(
-                f"store {self.store.location!r} is read-only for this process; it can be queried, not indexed into"
-            )
         if paths:  # a delete alone runs the group's stored profile, whatever is installed now
             check_profile(self.profile, self.registry)
         t0 = time.perf_counter()

@@ -35,6 +35,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import logging
 import os
 import re
 import sqlite3
@@ -47,7 +48,7 @@ from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
 import numpy as np
 from filelock import FileLock, Timeout
 from graphroute.core.api.components import ComponentParams, StoreBackend
-from graphroute.core.api.models import Edge, Node
+from graphroute.core.api.models import Edge, Label, Node
 from graphroute.core.api.neighbourhood import NeighbourCounts, Neighbourhood
 from graphroute.core.api.store import (
     Direction,
@@ -61,6 +62,7 @@ from graphroute.core.api.store import (
     nodes_equal_to,
     patched_meta,
     read_version,
+    title_key,
 )
 from graphroute.core.errors import GroupBusyError, StoreDamagedError, StoreError, StoreLocationError
 from graphroute.core.hookspecs import hookimpl
@@ -68,6 +70,8 @@ from graphroute.core.lib.embed_cache import enable_wal
 from graphroute.core.lib.vector_matrix import VectorMatrix
 from graphroute.plugins.stores.wal_checkpointer import WalCheckpointer
 from pydantic import Field
+
+log = logging.getLogger(__name__)
 
 DB_FILE = "graph.sqlite"
 # Props with an expression index; keep in sync with _SCHEMA below.
@@ -219,7 +223,7 @@ class EmbeddedStore(GraphStore):
             conn = self._conn()
             conn.executescript("BEGIN IMMEDIATE;" + _SCHEMA + "COMMIT;")
         # checkpoints run beside the writer, not in its commits (see wal_checkpointer)
-        self._checkpointer = WalCheckpointer(self._connect, self._log_limit_pages)
+        self._checkpointer = WalCheckpointer(self._connect, self._log_limit_pages, self._gone)
 
     # ------------------------------------------------------------------ connections
     def _connect(self) -> sqlite3.Connection:
@@ -253,6 +257,8 @@ class EmbeddedStore(GraphStore):
                 conn.execute("PRAGMA foreign_keys=OFF")
                 conn.execute("PRAGMA cache_size=-65536")  # 64 MiB page cache
                 conn.execute("PRAGMA temp_store=MEMORY")
+                # a listing's title order, the same function as every backend's (document_page)
+                conn.create_function("gr_title_key", 1, title_key, deterministic=True)
                 # commits leave checkpoints to the store's WalCheckpointer; this connection
                 # checkpoints itself only past twice the log limit, i.e. only when that thread
                 # could not start or fall behind. A restarted log is cut back to the limit.
@@ -262,7 +268,7 @@ class EmbeddedStore(GraphStore):
                 conn.execute(f"PRAGMA wal_autocheckpoint={2 * self._log_limit_pages}")
                 conn.execute(f"PRAGMA journal_size_limit={self._log_limit_bytes}")
             except sqlite3.Error as exc:
-                raise _failure(self._db, exc, "opening") from exc
+                raise self._opening_failure(exc) from exc
             self._local.conn = conn
             with self._conns_lock:
                 self._conns.append(conn)
@@ -272,10 +278,7 @@ class EmbeddedStore(GraphStore):
     def _write(self, group: str) -> Iterator[sqlite3.Connection]:
         """One IMMEDIATE transaction that bumps the group's version; all or nothing."""
         if self._checkpointer is None:
-            raise StoreLocationError(
-                f"the embedded store {self.location!r} is read-only for this process (its folder or "
-                "database file cannot be written); it can be queried, not changed"
-            )
+            raise StoreLocationError.read_only(repr(self.location), "changed", "its folder or database file cannot be written")
         with self._write_lock:
             conn = self._conn()
             self._checkpointer.wait_if_full()
@@ -334,7 +337,7 @@ class EmbeddedStore(GraphStore):
         try:
             conn = self._connect()
         except sqlite3.Error as exc:
-            raise _failure(self._db, exc, "opening") from exc
+            raise self._opening_failure(exc) from exc
         try:
             cursor = conn.execute(sql, args)  # the snapshot starts here, at the call
         except sqlite3.Error as exc:
@@ -357,7 +360,23 @@ class EmbeddedStore(GraphStore):
 
         return rows()
 
+    def _gone(self) -> bool:
+        """True when the database file was deleted (or its folder) while this store had it
+        open: SQLite goes on writing the deleted file through the connections already open,
+        and nothing new can open it."""
+        return not os.path.exists(self._db)
+
+    def _gone_message(self) -> str:
+        return f"the store folder {self.location!r} was deleted while this process had it open; what was written to it since is gone"
+
+    def _opening_failure(self, exc: sqlite3.Error) -> StoreError:
+        """The error of a new connection that failed: one to a store deleted meanwhile says so."""
+        return StoreError(self._gone_message()) if self._gone() else _failure(self._db, exc, "opening")
+
     def close(self) -> None:
+        """Close every connection. A store whose folder was deleted meanwhile closes as one
+        that is gone: one warning line, and no checkpoint error from the files it lost."""
+        first = not self._closed
         if self._checkpointer is not None:
             self._checkpointer.close()
         with self._conns_lock:
@@ -367,6 +386,8 @@ class EmbeddedStore(GraphStore):
             with suppress(sqlite3.Error):
                 conn.close()
         self._spaces.clear()
+        if first and self._gone():
+            log.warning(self._gone_message())
 
     # ------------------------------------------------------------------ index runs
     @contextmanager
@@ -874,6 +895,15 @@ class EmbeddedStore(GraphStore):
     def count_nodes(self, group: str, label: str) -> int:
         row = self._conn().execute("SELECT COUNT(*) FROM nodes WHERE grp = ? AND label = ?", (group, str(label))).fetchone()
         return int(row[0])
+
+    @_reads
+    def document_page(self, group: str, limit: int | None, offset: int = 0) -> list[Node]:
+        rows = self._conn().execute(
+            "SELECT id, label, doc_id, props FROM nodes WHERE grp = ? AND label = ? "
+            "ORDER BY gr_title_key(json_extract(props, '$.title')), id LIMIT ? OFFSET ?",
+            (group, Label.DOCUMENT.value, -1 if limit is None else limit, offset),
+        ).fetchall()
+        return [self._node(group, r) for r in rows]
 
     @_reads
     def counts(self, group: str) -> dict[str, dict[str, int]]:

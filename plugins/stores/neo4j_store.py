@@ -1767,6 +1767,21 @@ class Neo4jStore(GraphStore):
         rows = self._query("count_nodes", "MATCH (n:GRNode {group: $g, label: $l}) RETURN count(n) AS c", g=group, l=str(label))
         return int(rows[0]["c"]) if rows else 0
 
+    def document_page(self, group: str, limit: int | None, offset: int = 0) -> list[Node]:
+        # toLower stands in for title_key's casefold: the two differ only for a few letters
+        # (German sharp s, say), which then sort a little apart on the two backends
+        rows = self._rows(
+            "document_page",
+            f"MATCH (n:GRNode {{group: $g, label: $l}}) WITH n ORDER BY toLower(coalesce(toString(n.p_title), '')), n.id "
+            f"SKIP $skip {'' if limit is None else 'LIMIT $limit '}RETURN {self._NODE_COLS}",
+            self._NODE_NAMES,
+            g=group,
+            l=Label.DOCUMENT.value,
+            skip=offset,
+            limit=limit,
+        )
+        return [self._node(group, r) for r in rows]
+
     def counts(self, group: str) -> dict[str, dict[str, int]]:
         nodes = self._query(
             "counts", "MATCH (n:GRNode {group: $g}) RETURN n.label AS l, count(*) AS c", g=group

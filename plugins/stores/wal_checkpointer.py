@@ -38,12 +38,18 @@ class WalCheckpointer:
     """One background thread that checkpoints a database's log after each commit.
 
     ``connect`` opens a new connection to the database (the thread's own); ``limit_pages``
-    is the log length (in pages) past which :meth:`wait_if_full` makes a writer wait. The
-    thread starts at the first commit, so a store that only reads never starts one."""
+    is the log length (in pages) past which :meth:`wait_if_full` makes a writer wait;
+    ``gone`` says whether the database file was deleted while open, in which case a failing
+    connection or pass just ends the thread (there is nothing left to copy into, and the
+    store's close says so once). The thread starts at the first commit, so a store that only
+    reads never starts one."""
 
-    def __init__(self, connect: Callable[[], sqlite3.Connection], limit_pages: int) -> None:
+    def __init__(
+        self, connect: Callable[[], sqlite3.Connection], limit_pages: int, gone: Callable[[], bool] = lambda: False
+    ) -> None:
         self._connect = connect
         self._limit_pages = limit_pages
+        self._gone = gone
         self._cond = threading.Condition()
         self._pending = False  # a commit since the current or last pass began
         self._running = False  # a pass is copying now
@@ -99,7 +105,8 @@ class WalCheckpointer:
             finally:
                 conn.close()
         except Exception:  # a writer must never wait on a thread that is gone
-            log.exception("the WAL checkpoint thread stopped; commits now checkpoint past twice the limit")
+            if not self._gone():
+                log.exception("the WAL checkpoint thread stopped; commits now checkpoint past twice the limit")
         finally:
             with self._cond:
                 self._stopped = True
@@ -119,6 +126,8 @@ class WalCheckpointer:
                 # PASSIVE: copy what no reader still needs, never wait for a lock
                 ((_busy, log_pages, _copied),) = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
             except sqlite3.Error as exc:  # disk full, I/O error: the next commit tries again
+                if self._gone():
+                    return
                 log.warning("WAL checkpoint failed: %s", exc)
             with self._cond:
                 self._running = False

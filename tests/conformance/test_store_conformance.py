@@ -627,6 +627,25 @@ def test_counts(store: GraphStore, group: str) -> None:
     }
 
 
+def test_a_document_page_is_the_slice_of_the_listing_in_title_order(store: GraphStore, group: str) -> None:
+    # titles that differ in case only, one without a title, equal titles (id decides), and
+    # letters beyond ASCII; a Sentence that must not be listed
+    titles = {"d1": "beta", "d2": "Alpha", "d3": None, "d4": "alpha", "d5": "Éclair", "d6": "éclair", "d7": "zeta",
+              "d8": "Beta", "d9": "alpha"}
+    nodes = [Node(id=d, label=Label.DOCUMENT, group=group, doc_id=d, props={} if t is None else {"title": t})
+             for d, t in titles.items()]
+    nodes.append(Node(id="s0", label=Label.SENTENCE, group=group, doc_id="d1", props={"text": "A sentence."}))
+    store.write(group, nodes)
+    expected = ["d3", "d2", "d4", "d9", "d1", "d8", "d7", "d5", "d6"]  # by code point after casefold: z < é
+    assert [n.id for n in GraphStore.document_page(store, group, None)] == expected  # the default
+    assert [n.id for n in store.document_page(group, None)] == expected
+    for limit, offset in ((3, 0), (3, 3), (4, 7), (2, 9), (5, 20)):
+        page = store.document_page(group, limit, offset)
+        assert [n.id for n in page] == expected[offset : offset + limit], (limit, offset)
+    assert store.document_page(group, 2, 1)[0] == next(n for n in nodes if n.id == "d2")  # whole nodes
+    assert store.count_nodes(group, Label.DOCUMENT) == len(titles)
+
+
 # --------------------------------------------------------------------------- injection
 
 INJECTION_TITLE = 'x"}) MATCH (n) DETACH DELETE n //'

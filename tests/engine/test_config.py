@@ -14,7 +14,7 @@ from graphroute.core.config.overrides import (
     overrides_from_env,
     overrides_from_mapping,
 )
-from graphroute.core.config.resolve import load_route, resolve_route
+from graphroute.core.config.resolve import idle_overrides, load_route, resolve_route
 from graphroute.core.config.route import load_route_file
 from graphroute.core.errors import RouteConfigError
 from graphroute.core.registry import Registry, build_registry
@@ -329,3 +329,44 @@ def test_shipped_routes_all_resolve() -> None:
     for name in names:
         route = load_route(name, get_registry(), environ={})
         assert yaml.safe_load(route.to_yaml())["name"] == name
+
+
+IDLE_BLOCK = """
+name: idle
+stages:
+  - use: t_fixed
+    id: fixed
+  - id: spare
+    enabled: false
+    parallel:
+      - - {use: t_fixed, id: spare_fixed}
+        - {use: t_keep, id: spare_keep, enabled: false}
+  - use: t_keep
+    id: keep
+  - use: t_echo
+    id: synth
+"""
+
+
+def test_an_override_of_a_stage_in_a_disabled_block_says_which_flags_would_count(tmp_path: Path, registry: Registry) -> None:
+    p = str(write(tmp_path, "idle", IDLE_BLOCK))
+    before = load_route(p, registry, environ={})
+    assert before.disabled_block("spare_fixed") == before.disabled_block("spare_keep") == "spare"
+    assert before.disabled_block("keep") is None and before.disabled_block("spare") is None
+    ov = overrides_from_cli(sets=["spare_fixed.n=2", "spare_keep.n=2", "keep.n=3"], enable=["keep"])
+    after = load_route(p, registry, overrides=ov, environ={})
+    assert idle_overrides(before, after, ov) == [
+        "spare_fixed is in the parallel block spare, disabled in idle: --set spare_fixed.n=2 changes nothing; "
+        "add --enable spare",
+        # the stage is off inside a block that is off: enabling the stage alone would not do
+        "spare_keep is disabled in idle, and so is its parallel block spare: --set spare_keep.n=2 changes nothing; "
+        "add --enable spare_keep --enable spare",
+        "keep.n is already 3 in idle: --set keep.n=3 changes nothing",
+        "keep is already enabled in idle: --enable keep changes nothing",
+    ]
+    ov = overrides_from_cli(enable=["spare_keep"])
+    after = load_route(p, registry, overrides=ov, environ={})
+    assert idle_overrides(before, after, ov, prefix="--b-") == [
+        "spare_keep is in the parallel block spare, disabled in idle: --b-enable spare_keep changes nothing; "
+        "add --b-enable spare",
+    ]

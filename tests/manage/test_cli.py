@@ -7,6 +7,7 @@ import json
 import os
 import pty
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -191,3 +192,45 @@ def test_index_and_the_python_api_still_create_a_store(tmp_path: Path, monkeypat
     with pytest.raises(StoreLocationError, match="no store at"):
         GraphRoute(store=str(tmp_path / "api2"), create=False)
     assert not (tmp_path / "api2").exists()
+
+
+def _read_only_mount(store: str) -> list[str] | None:
+    """A command prefix that runs its command with ``store`` bind-mounted read-only (a user
+    and mount namespace of its own: the store is really unwritable, for root too), or None
+    where this system allows no such namespace."""
+    if shutil.which("unshare") is None:
+        return None
+    prefix = ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c",
+              'mount --bind -o ro "$1" "$1" && shift && exec "$@"', "sh", store]
+    probe = subprocess.run([*prefix, "true"], capture_output=True, text=True)
+    return prefix if probe.returncode == 0 else None
+
+
+def test_delete_on_a_read_only_store_says_deleting_failed(indexed: GraphRoute) -> None:
+    store = indexed.settings.store
+    doc = next(d["id"] for d in indexed.documents("g") if d["title"] == "Lighthouse")
+    indexed.close()
+    prefix = _read_only_mount(store)
+    if prefix is None:
+        pytest.skip("no user and mount namespaces here: cannot make the store read-only")
+    env = {**os.environ, "GRAPHROUTE_CACHE": str(indexed.settings.cache_dir), "GRAPHROUTE_PROGRESS": "0",
+           "COLUMNS": "300"}
+    for args in (["--group", "g", "--document", doc], ["--group", "h"]):
+        r = subprocess.run([*prefix, GRAPHROUTE, "delete", *args, "--yes", "--store", store],
+                           capture_output=True, text=True, env=env, timeout=300)
+        err = " ".join(r.stderr.split())
+        assert r.returncode == 2 and "Traceback" not in err, err
+        assert "read-only" in err and "not deleted from" in err and "indexed" not in err, err
+    r = subprocess.run([*prefix, GRAPHROUTE, "index", str(Path(store).parent / "corpus"), "--group", "g",
+                        "--store", store], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 2 and "not indexed into" in " ".join(r.stderr.split()), r.stderr
+    write = "from graphroute.plugins.stores.embedded import EmbeddedStore; EmbeddedStore(sys.argv[1]).set_meta('g', 'k', 1)"
+    r = subprocess.run([*prefix, sys.executable, "-c", f"import sys; {write}", store],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode != 0 and (
+        f"StoreLocationError: store {store!r} is read-only for this process (its folder or database file cannot be "
+        "written); it can be queried, not changed"
+    ) in r.stderr, r.stderr
+    gr = GraphRoute(store=store)  # nothing was deleted
+    assert [(g["group"], g["documents"]) for g in gr.groups()] == [("g", 3), ("h", 1)]
+    gr.close()

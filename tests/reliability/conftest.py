@@ -11,7 +11,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from graphroute.core.config.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
 GRAPHROUTE = str(Path(sys.executable).with_name("graphroute"))
+PAUSE_PLUGIN = "tests.reliability.pause_plugin"
 
 
 def cli_env(cache: Path, **extra: str) -> dict[str, str]:
@@ -37,6 +39,32 @@ def run_cli(*args: str, cache: Path, timeout: float = 600, **env: str) -> subpro
     return subprocess.run(
         [GRAPHROUTE, *args], capture_output=True, text=True, env=cli_env(cache, **env), timeout=timeout, cwd=REPO,
     )
+
+
+def when_paused(
+    args: list[str],
+    marker: Path,
+    cache: Path,
+    act: Callable[[subprocess.Popen[str]], None],
+    preexec_fn: Callable[[], None] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``graphroute ARGS`` with the pause plugin (``pause_plugin.py``); once it pauses
+    (it writes ``marker``), ``act`` on the process, then let it run to its end."""
+    env = cli_env(cache, GRAPHROUTE_PLUGINS=PAUSE_PLUGIN, GRAPHROUTE_TEST_PAUSE=str(marker))
+    proc = subprocess.Popen([GRAPHROUTE, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO,
+                            preexec_fn=preexec_fn)
+    try:
+        deadline = time.monotonic() + 300
+        while not marker.exists():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the run never reached its pause"
+            time.sleep(0.05)
+        act(proc)
+        out, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 def assert_no_traceback(r: subprocess.CompletedProcess[str]) -> None:

@@ -34,7 +34,13 @@ from graphroute.core.engine import open_store
 from graphroute.core.index.pipeline import Indexer
 from graphroute.core.registry import get_registry
 
-from tests.reliability.conftest import GRAPHROUTE, assert_no_traceback, cli_env, run_cli
+from tests.reliability.conftest import (
+    GRAPHROUTE,
+    assert_no_traceback,
+    cli_env,
+    run_cli,
+    when_paused,
+)
 
 MUSIQUE = Path("/work/shared/datasets/musique/corpus.json")
 
@@ -220,3 +226,21 @@ def test_a_damaged_store_file_is_a_clear_error_naming_it(tmp_path: Path, setting
         assert r.returncode == 1, (args, r.stdout + r.stderr)
         assert f"the embedded store file '{db}' is damaged" in r.stderr.replace("\n", ""), (args, r.stderr)
         assert "restore the store folder from a backup, or delete it and index the documents again" in r.stderr, r.stderr
+
+
+def test_a_store_folder_deleted_during_index_ends_without_a_traceback(tmp_path: Path, cache_dir: Path) -> None:
+    # the run is held in its loader, before its first commit starts the store's checkpoint
+    # thread; the folder is deleted there, and the run goes on into a store that is gone
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "ferry.pause").write_text("The ferry to Ashford leaves the north pier at noon.\n", encoding="utf-8")
+    store = tmp_path / "store"
+    r = when_paused(["index", str(docs), "--store", str(store), "--group", "g"], tmp_path / "paused", cache_dir,
+                    lambda _: shutil.rmtree(store))
+    err = r.stderr
+    assert_no_traceback(r)
+    # the steps that open the store again fail, as any step that cannot read the store does,
+    # and say why
+    assert r.returncode == 1, err
+    assert f"the store folder {str(store)!r} was deleted while this process had it open" in err, err
+    assert "checkpoint" not in err and "unable to open database file" not in err, err

@@ -14,16 +14,15 @@ import json
 import shutil
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 from graphroute.core.config.settings import Settings
 
-from tests.reliability.conftest import GRAPHROUTE, REPO, assert_no_traceback, cli_env, run_cli
+from tests.reliability.conftest import PAUSE_PLUGIN, REPO, assert_no_traceback, run_cli, when_paused
 from tests.reliability.test_faults import assert_consistent, counts
 
 SAMPLE = REPO / "examples" / "sample_corpus"
-PLUGIN = "tests.reliability.pause_plugin"
+PLUGIN = PAUSE_PLUGIN
 
 
 def paused_profile(folder: Path) -> Path:
@@ -42,24 +41,10 @@ def _default_sigint() -> None:
 
 def interrupt_when_paused(args: list[str], marker: Path, cache: Path) -> subprocess.CompletedProcess[str]:
     """Run ``graphroute ARGS`` with the pause plugin, send SIGINT once it pauses."""
-    env = cli_env(cache, GRAPHROUTE_PLUGINS=PLUGIN, GRAPHROUTE_TEST_PAUSE=str(marker))
     # a terminal's Ctrl+C reaches a process whose SIGINT is not ignored; a test run started in
     # the background of a shell without job control (CI, nohup ... &) hands its children SIGINT
     # ignored, and Python then installs no KeyboardInterrupt handler: restore the default
-    proc = subprocess.Popen([GRAPHROUTE, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO,
-                            preexec_fn=_default_sigint)
-    try:
-        deadline = time.monotonic() + 300
-        while not marker.exists():
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "the run never reached its pause"
-            time.sleep(0.05)
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    return when_paused(args, marker, cache, lambda proc: proc.send_signal(signal.SIGINT), preexec_fn=_default_sigint)
 
 
 def test_ctrl_c_during_index_says_so_and_the_next_run_finishes(tmp_path: Path, settings: Settings, cache_dir: Path) -> None:

@@ -7,6 +7,7 @@ app (FastAPI's TestClient) over a real embedded store."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -14,6 +15,7 @@ from graphroute.core import GraphRoute, Node
 from graphroute.core.apps.serve import server
 from graphroute.core.apps.serve.playground import mount_playground
 from graphroute.core.apps.serve.server import DEFAULT_PAGE_LIMIT, MAX_PAGE_LIMIT, MAX_REPORT_ITEMS
+from graphroute.plugins.stores.embedded import EmbeddedStore
 
 from tests.server.conftest import make_app
 from tests.server.live import finished
@@ -62,6 +64,28 @@ def test_documents_come_in_pages_that_add_up_to_the_group(client: TestClient) ->
     assert len(last["documents"]) == 10 and last["next_offset"] is None
     beyond = client.get(f"/groups/docs/documents?offset={MANY + 5}").json()
     assert beyond["documents"] == [] and beyond["total"] == MANY and beyond["next_offset"] is None
+
+
+class CountingStore(EmbeddedStore):
+    """The embedded store, counting the nodes it reads (each read makes its nodes in ``_node``)."""
+
+    nodes_read = 0
+
+    def _node(self, group: str, row: tuple[Any, ...]) -> Node:  # type: ignore[override]
+        self.nodes_read += 1
+        return EmbeddedStore._node(group, row)
+
+
+def test_a_page_of_documents_reads_only_that_page_from_the_store(engine: GraphRoute, tmp_path: Path) -> None:
+    engine.store.close()
+    engine.store = store = CountingStore(str(tmp_path / "counted"))
+    store.write("docs", documents(MANY))
+    client = TestClient(make_app(engine))
+    store.nodes_read = 0
+    page = client.get("/groups/docs/documents?limit=40&offset=80").json()
+    assert [d["id"] for d in page["documents"]] == [f"doc-{k:04d}" for k in range(80, 120)]
+    assert (page["total"], page["next_offset"]) == (MANY, 120)
+    assert store.nodes_read == 40  # the page's documents, not the group's 150; the total is a count
 
 
 @pytest.mark.parametrize("query", ["limit=0", f"limit={MAX_PAGE_LIMIT + 1}", "limit=-3", "offset=-1", "limit=five", "offset=1.5"])

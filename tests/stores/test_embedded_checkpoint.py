@@ -10,11 +10,14 @@ writer nor sees its writes.
 
 from __future__ import annotations
 
+import logging
+import shutil
 import sqlite3
 import threading
 from pathlib import Path
 
 import numpy as np
+import pytest
 from graphroute.core.api.models import Label, Node, VectorSpace
 from graphroute.plugins.stores.embedded import DB_FILE, EmbeddedStore
 from graphroute.plugins.stores.wal_checkpointer import WalCheckpointer
@@ -147,3 +150,36 @@ def test_a_writer_past_the_limit_waits_for_the_pass_over_the_last_commit(tmp_pat
         gate.set()
         checkpointer.close()
         writer.close()
+
+
+def test_a_store_deleted_while_open_closes_with_one_line_and_no_traceback(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # the checkpoint thread starts at the first commit: deleted before it (its connection
+    # cannot open) and deleted after it (its passes find the file gone)
+    for started in (False, True):
+        folder = tmp_path / f"store-{started}"
+        store = EmbeddedStore(str(folder))
+        if started:
+            nodes, vecs = batch(0, 10)
+            store.write(GROUP, nodes, vectors=vecs)
+            assert store._checkpointer is not None and store._checkpointer.wait_idle(timeout=60)
+        caplog.clear()
+        shutil.rmtree(folder)
+        nodes, vecs = batch(100, 10)
+        store.write(GROUP, nodes, vectors=vecs)  # the open connection still writes, to the deleted file
+        assert store._checkpointer is not None and store._checkpointer.wait_idle(timeout=60)
+        store.close()
+        store.close()  # said once, however often it is closed
+        shown = [r for r in caplog.records if r.levelno >= logging.WARNING]
+        assert all(r.exc_info is None for r in caplog.records), caplog.text
+        assert len(shown) == 1 and "was deleted" in shown[0].getMessage() and str(folder) in shown[0].getMessage(), caplog.text
+        assert not folder.exists()
+
+
+def test_a_store_closed_in_place_says_nothing(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    store = EmbeddedStore(str(tmp_path / "store"))
+    nodes, vecs = batch(0, 10)
+    store.write(GROUP, nodes, vectors=vecs)
+    store.close()
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []

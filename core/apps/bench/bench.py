@@ -720,12 +720,8 @@ def ablation_plan(
 
 def _idle_reason(resolved: ResolvedRoute, sid: str) -> str:
     """Why switching ``sid`` on changed nothing in ``resolved``."""
-    from graphroute.core.config.resolve import ResolvedParallel
-
-    for e in resolved.entries:
-        if isinstance(e, ResolvedParallel) and not e.spec.enabled and any(s.spec.key == sid for b in e.branches for s in b):
-            return f"its parallel block {e.spec.key} is disabled"
-    return "the same stages run with the same parameters either way"
+    block = resolved.disabled_block(sid)
+    return f"its parallel block {block} is disabled" if block else "the same stages run with the same parameters either way"
 
 
 def _with_toggles(base: Overrides | None, toggles: dict[str, bool]) -> Overrides:

@@ -69,7 +69,12 @@ class Page(NamedTuple):
 
 def page_of(rows: list[Any], limit: int, offset: int) -> Page:
     """The page of ``rows`` (the whole listing, in its order) that ``limit`` and ``offset`` select."""
-    return Page(rows[offset : offset + limit], len(rows), offset + limit if offset + limit < len(rows) else None)
+    return read_page(rows[offset : offset + limit], len(rows), limit, offset)
+
+
+def read_page(rows: list[Any], total: int, limit: int, offset: int) -> Page:
+    """The page ``rows`` that ``limit`` and ``offset`` selected, read alone, of a listing of ``total`` items."""
+    return Page(rows, total, offset + limit if offset + limit < total else None)
 
 
 def add_page_headers(response: Response, request: Request, page: Page, limit: int) -> None:
@@ -142,9 +147,9 @@ def add_manage_routes(
         indexed, sentences; with the total and the next page's `offset`."""
 
         def work() -> Page:
-            page = page_of(gr.documents(group), limit, offset)
-            # only this page's rows are renamed: an upload's name is read from its file
-            return page._replace(rows=[public_document(row) for row in page.rows])
+            rows, total = gr.documents_page(group, limit, offset)  # only this page is read
+            # an upload's name is read from its file
+            return read_page([public_document(row) for row in rows], total, limit, offset)
 
         page: Page = await run_limited(work)
         add_page_headers(response, request, page, limit)
