@@ -44,6 +44,15 @@ def remaining() -> float | None:
     return None if current is None else current[0] - time.monotonic()
 
 
+def capped(seconds: float) -> float:
+    """A call's own time limit ``seconds``, or what is left before the deadline when that is
+    sooner: a remote call given it as its timeout gives the thread back when the query's
+    time is up, instead of holding it for the client's whole timeout. Never below a
+    millisecond (a deadline already passed is :func:`check_deadline`'s to report)."""
+    left = remaining()
+    return seconds if left is None else max(min(seconds, left), 0.001)
+
+
 def check_deadline(where: str = "") -> None:
     """Raise :class:`QueryTimeoutError` when the deadline has passed (cheap: one clock read)."""
     current = _deadline.get()

@@ -15,6 +15,9 @@ returns None.
 **Every remote call** (chat, embeddings, rerank) goes through :func:`call_with_retries`:
 bounded retries with exponential backoff on 429 / 5xx / timeouts / connection errors,
 honouring ``Retry-After``; the final error names the endpoint and status, never the key.
+Within a query's deadline no retry starts that the deadline would cut short, and a client
+whose SDK takes a per-request timeout gives each attempt at most the query's remaining time
+(:func:`~graphroute.core.lib.deadline.capped`).
 
 **JSON output** from any LLM-backed stage goes through :func:`complete_json`: the reply is
 validated by a pydantic model, and one repair round asks the model to fix invalid output; a
@@ -39,7 +42,7 @@ from typing import TypeVar
 from graphroute.core.api.components import LLMClient, LLMResponse
 from graphroute.core.api.stage import SERVER_SIDE, StageContext, StageParams
 from graphroute.core.errors import LLMOutputError, LLMRefusalError, RemoteCallError
-from graphroute.core.lib.deadline import check_deadline
+from graphroute.core.lib.deadline import check_deadline, remaining, timed_out
 from pydantic import BaseModel, Field, ValidationError
 
 log = logging.getLogger(__name__)
@@ -104,6 +107,9 @@ def call_with_retries(
                     f"{what} failed{tail}: {code}: {_short(str(exc))}", status=status, retries=attempt
                 ) from exc
             wait = policy.delay(attempt, retry_after)
+            left = remaining()
+            if left is not None and left <= wait:
+                timed_out(what)  # the query's time runs out before the retry could start
             log.info("%s: %s, retry %d of %d in %.2fs", what, status or type(exc).__name__,
                      attempt + 1, policy.max_retries, wait)
             sleep(wait)

@@ -31,6 +31,7 @@ from graphroute.core.api.models import VectorSpace
 from graphroute.core.api.store import GraphStore
 from graphroute.core.errors import EmbeddingDimensionError, LLMConfigError
 from graphroute.core.hookspecs import hookimpl
+from graphroute.core.lib.deadline import capped
 from graphroute.core.lib.knn import normalise_in_place
 from graphroute.core.lib.llm import RetryPolicy, call_with_retries
 from graphroute.plugins.llm.openai_chat import (
@@ -395,7 +396,7 @@ class OpenAIEmbedder(Embedder):
             if p.dimensions:
                 kwargs["dimensions"] = p.dimensions
             res, retries = call_with_retries(
-                partial(client.embeddings.create, **kwargs),
+                lambda kwargs=kwargs: client.embeddings.create(**kwargs, timeout=capped(p.timeout)),
                 policy=RetryPolicy(p.max_retries, p.backoff_s, p.max_backoff_s),
                 classify=classify_openai_error,
                 what=f"openai embeddings ({p.model} at {self._endpoint})",

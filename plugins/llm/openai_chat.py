@@ -25,6 +25,7 @@ from typing import Any
 from graphroute.core.api.components import ComponentParams, LLMClient, LLMResponse
 from graphroute.core.errors import LLMConfigError
 from graphroute.core.hookspecs import hookimpl
+from graphroute.core.lib.deadline import capped
 from graphroute.core.lib.llm import RetryPolicy, call_with_retries, retry_after_from_headers
 from graphroute.core.lib.llm_cache import LLMCache, prompt_key
 from pydantic import BaseModel, Field
@@ -237,7 +238,7 @@ class OpenAIChat(LLMClient):
             kwargs["response_format"] = {"type": "json_object"}
         policy = RetryPolicy(p.max_retries, p.backoff_s, p.max_backoff_s)
         completion, retries = call_with_retries(
-            lambda: client.chat.completions.create(**kwargs),
+            lambda: client.chat.completions.create(**kwargs, timeout=capped(p.timeout)),
             policy=policy,
             classify=classify_openai_error,
             what=f"openai chat ({p.model} at {self.endpoint})",

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from graphroute.core.config.clients import llm_factory, llm_params_from_env
 from graphroute.core.config.settings import Settings
-from graphroute.core.errors import LLMConfigError, LLMOutputError, RemoteCallError
+from graphroute.core.errors import LLMConfigError, LLMOutputError, QueryTimeoutError, RemoteCallError
+from graphroute.core.lib.deadline import deadline_in
 from graphroute.core.lib.llm import complete_json
 from graphroute.core.registry import get_registry
 from graphroute.plugins.llm.openai_chat import OpenAIChat, cost_usd
@@ -216,3 +218,30 @@ def test_stage_clients_keep_the_most_recently_used(
     assert client(1) is kept
     assert client(0) is not first  # evicted, so built anew
     assert first.complete(MSG, max_tokens=5).text == "answer from m0"
+
+
+def test_a_call_within_a_query_deadline_ends_with_it(fake_openai: FakeOpenAI, api_keys: dict[str, str], tmp_path: Path) -> None:
+    """A slow endpoint does not hold the query's thread past the query's time limit: the
+    request's timeout is what is left of it, not the client's own 30 s, and no retry
+    starts once it is spent (the call is the query's timeout, a 504 in the server)."""
+    fake_openai.script = [Reply(delay=3.0), Reply()]
+    c = _client(fake_openai, tmp_path, timeout=30.0, max_retries=3)
+    start = time.monotonic()
+    with deadline_in(0.5), pytest.raises(QueryTimeoutError):
+        c.complete(MSG)
+    assert time.monotonic() - start < 2.5  # the slow reply takes 3 s
+    assert len(fake_openai.requests) == 1
+
+
+def test_no_retry_starts_that_the_query_deadline_would_cut_short(
+    fake_openai: FakeOpenAI, api_keys: dict[str, str], tmp_path: Path
+) -> None:
+    """A 429 asking for a 5 s wait, with 1 s of the query left: the call ends at once as the
+    query's timeout instead of sleeping into it."""
+    fake_openai.script = [Reply(status=429, headers={"retry-after": "5"}), Reply()]
+    c = _client(fake_openai, tmp_path, max_retries=3, max_backoff_s=8.0)
+    start = time.monotonic()
+    with deadline_in(1.0), pytest.raises(QueryTimeoutError):
+        c.complete(MSG)
+    assert time.monotonic() - start < 1.0
+    assert len(fake_openai.requests) == 1
