@@ -25,7 +25,7 @@ from graphroute.core.config.clients import component_params
 from graphroute.core.config.overrides import Overrides, overrides_from_mapping
 from graphroute.core.config.resolve import ResolvedRoute, load_route
 from graphroute.core.config.settings import STORE_PARAMS_ENV, Settings
-from graphroute.core.errors import ConfigError, StoreError, StoreLocationError, UserError
+from graphroute.core.errors import ConfigError, StoreLocationError, UserError
 from graphroute.core.query.runner import check_question, run_route
 from graphroute.core.query.services import Services
 from graphroute.core.registry import Registry, get_registry
@@ -57,7 +57,15 @@ def open_store(
                     "location (--store, GRAPHROUTE_STORE)"
                 )
             return backend.open(location, settings=settings)
-    raise StoreError(f"no store backend handles {location!r} (installed backends: {known})")
+    # A location no backend takes is the user's to fix (a typo, the Neo4j browser's http://
+    # address for the Bolt one): say what each installed backend takes
+    takes = "; ".join(
+        f"{entry.cls.name} ({entry.cls.describe().rstrip('.')})" for entry in registry.stores.entries.values()
+    )
+    raise StoreLocationError(
+        f"no store backend handles {location!r}; give a location one of the installed backends takes "
+        f"(--store, GRAPHROUTE_STORE): {takes or 'none'}"
+    )
 
 
 class GraphRoute:

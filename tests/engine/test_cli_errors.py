@@ -105,3 +105,13 @@ def test_query_warns_of_an_override_that_changes_nothing(route_file: Path, tmp_p
     assert "keep is disabled in cli_route: --set keep.n=2 changes nothing; add --enable keep" in r.stderr
     assert "keep is already disabled in cli_route: --disable keep changes nothing" in r.stderr
     assert "fixed.n=4" not in r.stderr  # a change that does something is not warned about
+
+
+@pytest.mark.parametrize("command", [("stats", "--group", "g"), ("index", "docs", "--group", "g")])
+def test_a_store_location_no_backend_takes_exits_2_naming_the_ones_that_do(command: tuple[str, ...], tmp_path: Path) -> None:
+    # the Neo4j browser's address where its Bolt one belongs: the user's to fix, not an internal error
+    r = run_cli(*command, "--store", "http://127.0.0.1:7474", cwd=tmp_path)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert "no store backend handles 'http://127.0.0.1:7474'" in r.stderr
+    assert "bolt://" in r.stderr and "--store" in r.stderr
+    assert "GRAPHROUTE_DEBUG" not in r.stderr and "Traceback" not in r.stderr
