@@ -298,12 +298,25 @@ def _vec_prop(space: str, dim: int) -> str:
 
 
 def quiet_driver_log() -> None:
-    """Keep the driver's own warnings ("Transaction failed and will be retried", routing
-    failures) off stderr: the store reports failures itself, as StoreErrors naming the
-    server. Only when the application has not configured the ``neo4j`` logger itself."""
+    """Keep the driver's own warnings and errors ("Transaction failed and will be retried",
+    "Unable to retrieve routing information", which a ``neo4j://`` URI logs at ERROR on every
+    connection attempt) off stderr: the store reports failures itself, as StoreErrors naming
+    the server and the cause. Only when the application has not configured the ``neo4j``
+    logger itself."""
     driver_log = logging.getLogger("neo4j")
     if driver_log.level == logging.NOTSET and not driver_log.handlers:
-        driver_log.setLevel(logging.ERROR)
+        driver_log.setLevel(logging.CRITICAL)
+
+
+def _connect_failure(exc: BaseException) -> str:
+    """Why the driver could not connect, in its own words. A routing URI (``neo4j://``) wraps
+    each address's failure (connection refused, a TLS handshake with a server without TLS)
+    in an ExceptionGroup under "Unable to retrieve routing information", which alone says
+    nothing a user can act on: the wrapped reasons are what is shown."""
+    group = exc.__cause__
+    if isinstance(group, BaseExceptionGroup) and group.exceptions:
+        return "; ".join(str(sub) for sub in group.exceptions)
+    return str(exc)
 
 
 class _Vector(list):  # type: ignore[type-arg]
@@ -411,7 +424,9 @@ class Neo4jStore(GraphStore):
                 if attempt == connect_attempts:
                     self._driver.close()
                     raise StoreUnavailableError(
-                        f"Neo4j at {self.location} is unreachable after {attempt} attempts: {exc}"
+                        f"Neo4j at {self.location} is unreachable after {attempt} attempts: "
+                        f"{_connect_failure(exc)}\ncheck that the server is running and that the store URI "
+                        "(--store, NEO4J_URI) names its Bolt address and scheme"
                     ) from None
                 time.sleep(delay)
                 delay *= 2
@@ -466,7 +481,9 @@ class Neo4jStore(GraphStore):
         except StoreError:
             raise
         except (ServiceUnavailable, SessionExpired) as exc:
-            raise StoreUnavailableError(f"Neo4j at {self.location} became unreachable during {what}: {exc}") from exc
+            raise StoreUnavailableError(
+                f"Neo4j at {self.location} became unreachable during {what}: {_connect_failure(exc)}"
+            ) from exc
         except AuthError as exc:
             raise StoreUnavailableError(f"Neo4j at {self.location} rejected the credentials during {what}") from exc
         except (Neo4jError, DriverError) as exc:

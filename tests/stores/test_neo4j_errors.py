@@ -3,11 +3,15 @@ large-group vector path (index query + group filter + exact fallback) on the rea
 
 from __future__ import annotations
 
+import json
 import os
 import socket
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -62,6 +66,23 @@ def test_uri_credentials_never_appear_in_messages() -> None:
             f"neo4j://neo4j:hunter22@127.0.0.1:{port}", settings=Settings(neo4j_password="x")
         )
     assert "hunter22" not in str(err.value) and f"127.0.0.1:{port}" in str(err.value)
+
+
+def test_a_routing_uri_to_a_server_that_is_down_says_why_and_nothing_else() -> None:
+    # neo4j:// wraps each address's failure under "Unable to retrieve routing information",
+    # which the driver also logs at ERROR on every attempt: the command shows one message,
+    # with the wrapped reason and what to check
+    uri = f"neo4j://127.0.0.1:{free_port()}"
+    env = {**os.environ, "GRAPHROUTE_STORE_PARAMS": json.dumps({"neo4j": {"connect_attempts": 2}})}
+    r = subprocess.run(
+        [str(Path(sys.executable).with_name("graphroute")), "stats", "--group", "g", "--store", uri],
+        capture_output=True, text=True, env=env, timeout=120,
+    )
+    assert r.returncode == 3, (r.returncode, r.stderr)
+    assert "Unable to retrieve routing information" not in r.stderr, r.stderr
+    assert r.stderr.startswith("error: ") and r.stderr.count("error: ") == 1, r.stderr
+    assert uri in r.stderr and "Connection refused" in r.stderr
+    assert "--store" in r.stderr and "NEO4J_URI" in r.stderr
 
 
 def test_unknown_scheme_is_not_neo4j() -> None:
