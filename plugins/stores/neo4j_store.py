@@ -397,12 +397,18 @@ class Neo4jStore(GraphStore):
         # user:password@ in the URI wins over settings; the driver never sees it (its own
         # errors would echo the URI, password included).
         m = re.match(r"^([^:/]+://)([^/@]*)@(.*)$", uri)
+        # where a refused login's credentials came from, so the message names what to change
+        fix_credentials = "set NEO4J_USER / NEO4J_PASSWORD (or --neo4j-user / --neo4j-password)"
         if m:
             userinfo = m.group(2)
             user, _, pw = userinfo.partition(":")
             password = unquote(pw) if pw else password
             user = unquote(user)
             uri = m.group(1) + m.group(3)
+            fix_credentials = (
+                "fix the user:password in the store URI (it wins over NEO4J_USER / NEO4J_PASSWORD)" if pw
+                else "fix the user in the store URI, or set NEO4J_PASSWORD (or --neo4j-password)"
+            )
         try:
             self._driver: Driver = neo4j.GraphDatabase.driver(
                 uri, auth=(user, password), max_transaction_retry_time=retry_s, connection_timeout=10.0
@@ -418,7 +424,7 @@ class Neo4jStore(GraphStore):
                 self._driver.close()
                 raise StoreUnavailableError(
                     f"Neo4j at {self.location} rejected the credentials of user {user!r} "
-                    f"({exc.message or type(exc).__name__}); set NEO4J_USER / NEO4J_PASSWORD"
+                    f"({exc.message or type(exc).__name__}); {fix_credentials}"
                 ) from None
             except (ServiceUnavailable, OSError) as exc:
                 if attempt == connect_attempts:

@@ -100,6 +100,18 @@ def test_wrong_password_is_a_clear_store_error() -> None:
     assert err.value.exit_code == 3  # a store that refuses us, as StoreUnavailableError says
 
 
+@needs_server
+def test_a_wrong_password_in_the_uri_is_named_as_the_one_to_fix() -> None:
+    # the URI's password wins over NEO4J_PASSWORD: telling the user to set that variable
+    # (here already right) would change nothing
+    scheme, rest = NEO4J_URI.split("://", 1)
+    with pytest.raises(StoreError) as err:
+        open_store(f"{scheme}://neo4j:wrong-in-uri@{rest}", settings=Settings(neo4j_password=PASSWORD))
+    message = str(err.value)
+    assert "user:password in the store URI" in message and "wrong-in-uri" not in message
+    assert err.value.exit_code == 3
+
+
 def test_a_malformed_location_is_the_users_to_fix() -> None:
     with pytest.raises(StoreError) as err:
         open_store("bolt://127.0.0.1:notaport", settings=Settings(neo4j_password="x"))
