@@ -237,7 +237,7 @@ def index(
     as_json: JsonOpt = False,
 ) -> None:
     """Index documents: load, parse into the skeleton, embed, build edges and the entity graph."""
-    from graphroute.core.errors import IndexCancelled, IndexProfileError
+    from graphroute.core.errors import IndexCancelled, IndexProfileError, StoreUnavailableError
     from graphroute.core.index.manage import check_group_name
     from graphroute.core.index.pipeline import index_exit_code
 
@@ -251,6 +251,11 @@ def index(
         raise IndexCancelled(
             "what was written so far stays indexed and can be queried; run the same `graphroute index` again "
             "to finish"
+        ) from None
+    except StoreUnavailableError as exc:  # the server went away mid-run: as atomic, and as pending
+        raise StoreUnavailableError(
+            f"{exc}\nwhat was written so far stays indexed; once the store answers again, run the same "
+            "`graphroute index` again to finish"
         ) from None
     data = report.to_json() if hasattr(report, "to_json") else report
     if sweep_thresholds:
