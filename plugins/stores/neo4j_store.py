@@ -398,7 +398,7 @@ class Neo4jStore(GraphStore):
         # errors would echo the URI, password included).
         m = re.match(r"^([^:/]+://)([^/@]*)@(.*)$", uri)
         # where a refused login's credentials came from, so the message names what to change
-        fix_credentials = "set NEO4J_USER / NEO4J_PASSWORD (or --neo4j-user / --neo4j-password)"
+        fix_credentials = "set NEO4J_USER / NEO4J_PASSWORD (or `graphroute --neo4j-user USER --neo4j-password PASSWORD COMMAND ...`)"
         if m:
             userinfo = m.group(2)
             user, _, pw = userinfo.partition(":")
@@ -407,7 +407,7 @@ class Neo4jStore(GraphStore):
             uri = m.group(1) + m.group(3)
             fix_credentials = (
                 "fix the user:password in the store URI (it wins over NEO4J_USER / NEO4J_PASSWORD)" if pw
-                else "fix the user in the store URI, or set NEO4J_PASSWORD (or --neo4j-password)"
+                else "fix the user in the store URI, or set NEO4J_PASSWORD (or `graphroute --neo4j-password PASSWORD COMMAND ...`)"
             )
         try:
             self._driver: Driver = neo4j.GraphDatabase.driver(

@@ -9,6 +9,7 @@ Skipped when the project's server is unreachable, except in CI (``CI=true``), wh
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -83,24 +84,18 @@ class Relay:
             pass
         finally:
             for s in (src, dst):
-                try:
+                with contextlib.suppress(OSError):
                     s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
 
     def cut(self) -> None:
         # shutdown wakes the accept blocked in the other thread (close alone leaves it listening)
-        try:
+        with contextlib.suppress(OSError):
             self.listener.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
         self.listener.close()
         with self.lock:
             for s in self.sockets:
-                try:
+                with contextlib.suppress(OSError):
                     s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
                 s.close()
 
 
