@@ -492,7 +492,15 @@ class Neo4jStore(GraphStore):
             ) from exc
         except AuthError as exc:
             raise StoreUnavailableError(f"Neo4j at {self.location} rejected the credentials during {what}") from exc
-        except (Neo4jError, DriverError) as exc:
+        except Neo4jError as exc:
+            if exc.code == "Neo.ClientError.Database.DatabaseNotFound":  # the `database` store parameter
+                raise StoreLocationError(
+                    f"Neo4j at {self.location} has no database {self._database!r}; name one it has in the neo4j "
+                    "store parameter `database` (GRAPHROUTE_STORE_PARAMS; Cypher `SHOW DATABASES` lists them), "
+                    "or leave it unset for the server's default"
+                ) from None
+            raise StoreError(f"Neo4j at {self.location} failed during {what}: {exc}") from exc
+        except DriverError as exc:
             raise StoreError(f"Neo4j at {self.location} failed during {what}: {exc}") from exc
 
     def _read(self, what: str, cypher: str, params: dict[str, Any]) -> list[Any]:

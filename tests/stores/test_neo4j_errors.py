@@ -101,6 +101,18 @@ def test_wrong_password_is_a_clear_store_error() -> None:
 
 
 @needs_server
+def test_a_database_the_server_lacks_is_the_users_to_fix() -> None:
+    # the `database` store parameter naming a database the server has not got (a Community
+    # server has one): exit 2 and what to set, not the driver's DatabaseNotFound as exit 1
+    settings = Settings(neo4j_password=PASSWORD, store_params={"neo4j": {"database": "nosuchdb"}})
+    with pytest.raises(StoreError) as err:
+        open_store(NEO4J_URI, settings=settings)
+    message = str(err.value)
+    assert "no database 'nosuchdb'" in message and "GRAPHROUTE_STORE_PARAMS" in message, message
+    assert err.value.exit_code == 2
+
+
+@needs_server
 def test_a_wrong_password_in_the_uri_is_named_as_the_one_to_fix() -> None:
     # the URI's password wins over NEO4J_PASSWORD: telling the user to set that variable
     # (here already right) would change nothing
