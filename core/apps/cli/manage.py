@@ -111,8 +111,10 @@ def delete(
                 "run the same `graphroute delete` again to finish"
             ) from None
         raise IndexCancelled(
-            f"the document may already be deleted; `graphroute documents --group {group}` lists what is left, "
-            "and if it is still listed, run the same `graphroute delete` again"
+            f"the document may already be deleted; `graphroute documents --group {group}` lists what is left: "
+            "if it is still listed, run the same `graphroute delete` again; if it is gone, the next "
+            "`graphroute index` into the group finishes its derived layers (a file of the deleted document "
+            "that run reads is indexed again)"
         ) from None
     if as_json:
         print(json.dumps(result, indent=2, ensure_ascii=False))
