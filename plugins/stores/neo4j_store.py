@@ -344,6 +344,13 @@ class _HeldSpace:
     last: tuple[bytes, tuple[tuple[str, float], ...]] | None = None
 
 
+# How long the driver waits for a connection, a new one's Bolt handshake included (the
+# driver's default is 60 s); waits for a free pooled connection are bounded by it too
+CONNECT_WAIT_S = 15.0
+# What the driver says when the address answers, but not in Bolt: a port that never answers
+# the handshake, an HTTP server, other bytes
+_NOT_BOLT = ("Bolt handshake", "looks like HTTP", "check for incorrect port number")
+
 # graphroute.push's VERSION (neo4j-procedures/): a server with another is not used
 PUSH_PROCEDURE_VERSION = 2
 
@@ -411,7 +418,10 @@ class Neo4jStore(GraphStore):
             )
         try:
             self._driver: Driver = neo4j.GraphDatabase.driver(
-                uri, auth=(user, password), max_transaction_retry_time=retry_s, connection_timeout=10.0
+                uri, auth=(user, password), max_transaction_retry_time=retry_s, connection_timeout=10.0,
+                # also bounds a new connection's Bolt handshake: an address that takes TCP but
+                # never answers it (an HTTP port, e.g. the browser's 7474) held each attempt 60 s
+                connection_acquisition_timeout=CONNECT_WAIT_S,
             )
         except Exception as exc:  # the driver's own message may echo the URI, password included
             raise StoreLocationError(f"invalid Neo4j location {self.location}: {type(exc).__name__}") from None
@@ -426,22 +436,30 @@ class Neo4jStore(GraphStore):
                     f"Neo4j at {self.location} rejected the credentials of user {user!r} "
                     f"({exc.message or type(exc).__name__}); {fix_credentials}"
                 ) from None
-            except (ServiceUnavailable, OSError) as exc:
+            except Exception as exc:
+                reason = _connect_failure(exc)
+                if any(sign in reason for sign in _NOT_BOLT):  # something answers there, not Bolt: no use retrying
+                    self._driver.close()
+                    raise StoreLocationError(
+                        f"the server at {self.location} does not answer Neo4j's Bolt protocol: {reason}\n"
+                        "check the port of the store URI (--store, NEO4J_URI): Neo4j's Bolt port (7687 unless "
+                        "the server sets another), not its HTTP port (7474)"
+                    ) from None
+                if isinstance(exc, ValueError):  # the driver's reading of the address (a port that is no number)
+                    self._driver.close()
+                    raise StoreLocationError(f"invalid Neo4j location {self.location}: {exc}") from None
+                if not isinstance(exc, ServiceUnavailable | OSError):
+                    self._driver.close()
+                    raise StoreError(f"cannot connect to Neo4j at {self.location}: {exc}") from None
                 if attempt == connect_attempts:
                     self._driver.close()
                     raise StoreUnavailableError(
                         f"Neo4j at {self.location} is unreachable after {attempt} attempts: "
-                        f"{_connect_failure(exc)}\ncheck that the server is running and that the store URI "
+                        f"{reason}\ncheck that the server is running and that the store URI "
                         "(--store, NEO4J_URI) names its Bolt address and scheme"
                     ) from None
                 time.sleep(delay)
                 delay *= 2
-            except ValueError as exc:  # the driver's reading of the address (a port that is no number)
-                self._driver.close()
-                raise StoreLocationError(f"invalid Neo4j location {self.location}: {exc}") from None
-            except Exception as exc:
-                self._driver.close()
-                raise StoreError(f"cannot connect to Neo4j at {self.location}: {exc}") from None
         for statement in _SCHEMA:
             self._run_schema(statement)
         # Edge ownership lookups (replace_doc, delete_document) seek a per-type relationship

@@ -3,11 +3,13 @@ large-group vector path (index query + group filter + exact fallback) on the rea
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -83,6 +85,57 @@ def test_a_routing_uri_to_a_server_that_is_down_says_why_and_nothing_else() -> N
     assert r.stderr.startswith("error: ") and r.stderr.count("error: ") == 1, r.stderr
     assert uri in r.stderr and "Connection refused" in r.stderr
     assert "--store" in r.stderr and "NEO4J_URI" in r.stderr
+
+
+class _NotBolt:
+    """A loopback TCP server that is not Neo4j: it answers every connection with an HTTP
+    error (``reply``), or takes it and never answers (an HTTP server waiting for a request line)."""
+
+    def __init__(self, reply: bytes | None) -> None:
+        self.reply = reply
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = int(self.listener.getsockname()[1])
+        self.held: list[socket.socket] = []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            if self.reply is None:
+                self.held.append(conn)  # kept open, never answered
+                continue
+            conn.recv(64)
+            conn.sendall(self.reply)
+            conn.close()
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.listener.shutdown(socket.SHUT_RDWR)
+        self.listener.close()
+        for conn in self.held:
+            conn.close()
+
+
+@pytest.mark.parametrize("reply", [b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n", None], ids=["http", "silent"])
+def test_an_address_that_is_not_bolt_says_so_without_retrying(reply: bytes | None) -> None:
+    # the Neo4j browser's HTTP port where the Bolt one belongs: a location to fix (exit 2),
+    # said at the first attempt; a port that never answers the handshake held each of the
+    # three attempts for the driver's 60 s
+    server = _NotBolt(reply)
+    uri = f"bolt://127.0.0.1:{server.port}"
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(StoreError) as err:
+            open_store(uri, settings=Settings(neo4j_password="x"))
+    finally:
+        server.close()
+    message = str(err.value)
+    assert err.value.exit_code == 2, message
+    assert "does not answer Neo4j's Bolt protocol" in message and uri in message and "7687" in message
+    assert time.monotonic() - t0 < 40
 
 
 def test_unknown_scheme_is_not_neo4j() -> None:
