@@ -191,3 +191,13 @@ def test_index_and_the_python_api_still_create_a_store(tmp_path: Path, monkeypat
     with pytest.raises(StoreLocationError, match="no store at"):
         GraphRoute(store=str(tmp_path / "api2"), create=False)
     assert not (tmp_path / "api2").exists()
+
+
+def test_stats_shows_an_empty_list_as_none(run) -> None:  # type: ignore[no-untyped-def]
+    # a blank `index:failed` cell read as "unknown" next to the JSON's []
+    code, out, _ = run("stats", "--group", "g")
+    assert code == 0
+    rows = {cells[0]: cells[1] for line in out.splitlines()
+            if len(cells := [c.strip() for c in line.strip("│┃ ").split("│")]) == 2}
+    assert rows["index:failed"] == "none" and rows["index:skipped"] == "none", rows
+    assert rows["index:indexed"] == "3"

@@ -354,7 +354,8 @@ def stats(
 
 
 def _flatten(data: Any, prefix: str = "") -> list[tuple[str, str]]:
-    """Rows of a nested index report: dotted keys, scalar values (a list of scalars joined)."""
+    """Rows of a nested index report: dotted keys, scalar values (a list of scalars joined;
+    an empty one, such as no failed files, reads `none` rather than a blank cell)."""
     if isinstance(data, dict):
         rows: list[tuple[str, str]] = []
         for k, v in data.items():
@@ -363,7 +364,7 @@ def _flatten(data: Any, prefix: str = "") -> list[tuple[str, str]]:
     if isinstance(data, list) and any(isinstance(v, dict | list) for v in data):
         return [r for i, v in enumerate(data) for r in _flatten(v, f"{prefix}[{i}]")]
     if isinstance(data, list):
-        return [(prefix, ", ".join(str(v) for v in data))]
+        return [(prefix, ", ".join(str(v) for v in data) if data else "none")]
     return [(prefix, str(data))]
 
 
