@@ -13,6 +13,7 @@ The CLI and the HTTP server are thin layers over this class, so the three behave
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -25,10 +26,13 @@ from graphroute.core.config.clients import component_params
 from graphroute.core.config.overrides import Overrides, overrides_from_mapping
 from graphroute.core.config.resolve import ResolvedRoute, load_route
 from graphroute.core.config.settings import STORE_PARAMS_ENV, Settings
-from graphroute.core.errors import ConfigError, StoreError, StoreLocationError, UserError
+from graphroute.core.errors import ConfigError, StoreLocationError, UserError
 from graphroute.core.query.runner import check_question, run_route
 from graphroute.core.query.services import Services
 from graphroute.core.registry import Registry, get_registry
+
+# HOST:PORT alone: a server's address whose scheme was left out (named in the error below)
+_HOST_PORT_RE = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9][A-Za-z0-9.\-]*):\d{1,5}/?$")
 
 
 def open_store(
@@ -57,7 +61,21 @@ def open_store(
                     "location (--store, GRAPHROUTE_STORE)"
                 )
             return backend.open(location, settings=settings)
-    raise StoreError(f"no store backend handles {location!r} (installed backends: {known})")
+    # A location no backend takes is the user's to fix (a typo, the Neo4j browser's http://
+    # address for the Bolt one): say what each installed backend takes
+    takes = "; ".join(
+        f"{entry.cls.name} ({entry.cls.describe().rstrip('.')})" for entry in registry.stores.entries.values()
+    )
+    address = _HOST_PORT_RE.match(location)
+    raise StoreLocationError(
+        f"no store backend handles {location!r}"
+        + (
+            f" (it looks like a server's address without its scheme: SCHEME://HOST:PORT; a new folder of "
+            f"that name: ./{location})" if address else ""
+        )
+        + "; give a location one of the installed backends takes "
+        f"(--store, GRAPHROUTE_STORE; NEO4J_URI for `--store neo4j`): {takes or 'none'}"
+    )
 
 
 class GraphRoute:

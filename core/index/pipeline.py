@@ -300,6 +300,20 @@ class Indexer:
 
         # ---- load
         files, report.failed = collect_files([Path(p) for p in paths], roots)
+        # a folder that holds nothing to read (a wrong or emptied path) writes nothing, not
+        # even a new group: said, or the run reads as a success and the next query finds no group
+        reported = {str(f.get("path")) for f in report.failed}
+        for folder in (Path(p) for p in paths):
+            if str(folder) in reported:
+                continue
+            try:
+                is_folder = folder.is_dir()
+            except OSError:  # a path below a folder that cannot be searched: reported by collect_files
+                continue
+            if is_folder and not any(f.is_relative_to(folder) for f in files):
+                report.warnings.append(
+                    f"{folder}: no files to index in this folder (hidden files and what .graphrouteignore lists are left out)"
+                )
         loaders = self._loaders()
         exts = sorted({e for ld in loaders for e in ld.extensions})
         loaded: list[Any] = []  # SourceDocuments to (re)index

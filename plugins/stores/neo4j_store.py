@@ -298,12 +298,25 @@ def _vec_prop(space: str, dim: int) -> str:
 
 
 def quiet_driver_log() -> None:
-    """Keep the driver's own warnings ("Transaction failed and will be retried", routing
-    failures) off stderr: the store reports failures itself, as StoreErrors naming the
-    server. Only when the application has not configured the ``neo4j`` logger itself."""
+    """Keep the driver's own warnings and errors ("Transaction failed and will be retried",
+    "Unable to retrieve routing information", which a ``neo4j://`` URI logs at ERROR on every
+    connection attempt) off stderr: the store reports failures itself, as StoreErrors naming
+    the server and the cause. Only when the application has not configured the ``neo4j``
+    logger itself."""
     driver_log = logging.getLogger("neo4j")
     if driver_log.level == logging.NOTSET and not driver_log.handlers:
-        driver_log.setLevel(logging.ERROR)
+        driver_log.setLevel(logging.CRITICAL)
+
+
+def _connect_failure(exc: BaseException) -> str:
+    """Why the driver could not connect, in its own words. A routing URI (``neo4j://``) wraps
+    each address's failure (connection refused, a TLS handshake with a server without TLS)
+    in an ExceptionGroup under "Unable to retrieve routing information", which alone says
+    nothing a user can act on: the wrapped reasons are what is shown."""
+    group = exc.__cause__
+    if isinstance(group, BaseExceptionGroup) and group.exceptions:
+        return "; ".join(str(sub) for sub in group.exceptions)
+    return str(exc)
 
 
 class _Vector(list):  # type: ignore[type-arg]
@@ -330,6 +343,13 @@ class _HeldSpace:
     matrix: VectorMatrix | None = None
     last: tuple[bytes, tuple[tuple[str, float], ...]] | None = None
 
+
+# How long the driver waits for a connection, a new one's Bolt handshake included (the
+# driver's default is 60 s); waits for a free pooled connection are bounded by it too
+CONNECT_WAIT_S = 15.0
+# What the driver says when the address answers, but not in Bolt: a port that never answers
+# the handshake, an HTTP server, other bytes
+_NOT_BOLT = ("Bolt handshake", "looks like HTTP", "check for incorrect port number")
 
 # graphroute.push's VERSION (neo4j-procedures/): a server with another is not used
 PUSH_PROCEDURE_VERSION = 2
@@ -384,15 +404,24 @@ class Neo4jStore(GraphStore):
         # user:password@ in the URI wins over settings; the driver never sees it (its own
         # errors would echo the URI, password included).
         m = re.match(r"^([^:/]+://)([^/@]*)@(.*)$", uri)
+        # where a refused login's credentials came from, so the message names what to change
+        fix_credentials = "set NEO4J_USER / NEO4J_PASSWORD (or `graphroute --neo4j-user USER --neo4j-password PASSWORD COMMAND ...`)"
         if m:
             userinfo = m.group(2)
             user, _, pw = userinfo.partition(":")
             password = unquote(pw) if pw else password
             user = unquote(user)
             uri = m.group(1) + m.group(3)
+            fix_credentials = (
+                "fix the user:password in the store URI (it wins over NEO4J_USER / NEO4J_PASSWORD)" if pw
+                else "fix the user in the store URI, or set NEO4J_PASSWORD (or `graphroute --neo4j-password PASSWORD COMMAND ...`)"
+            )
         try:
             self._driver: Driver = neo4j.GraphDatabase.driver(
-                uri, auth=(user, password), max_transaction_retry_time=retry_s, connection_timeout=10.0
+                uri, auth=(user, password), max_transaction_retry_time=retry_s, connection_timeout=10.0,
+                # also bounds a new connection's Bolt handshake: an address that takes TCP but
+                # never answers it (an HTTP port, e.g. the browser's 7474) held each attempt 60 s
+                connection_acquisition_timeout=CONNECT_WAIT_S,
             )
         except Exception as exc:  # the driver's own message may echo the URI, password included
             raise StoreLocationError(f"invalid Neo4j location {self.location}: {type(exc).__name__}") from None
@@ -405,22 +434,32 @@ class Neo4jStore(GraphStore):
                 self._driver.close()
                 raise StoreUnavailableError(
                     f"Neo4j at {self.location} rejected the credentials of user {user!r} "
-                    f"({exc.message or type(exc).__name__}); set NEO4J_USER / NEO4J_PASSWORD"
+                    f"({exc.message or type(exc).__name__}); {fix_credentials}"
                 ) from None
-            except (ServiceUnavailable, OSError) as exc:
+            except Exception as exc:
+                reason = _connect_failure(exc)
+                if any(sign in reason for sign in _NOT_BOLT):  # something answers there, not Bolt: no use retrying
+                    self._driver.close()
+                    raise StoreLocationError(
+                        f"the server at {self.location} does not answer Neo4j's Bolt protocol: {reason}\n"
+                        "check the port of the store URI (--store, NEO4J_URI): Neo4j's Bolt port (7687 unless "
+                        "the server sets another), not its HTTP port (7474)"
+                    ) from None
+                if isinstance(exc, ValueError):  # the driver's reading of the address (a port that is no number)
+                    self._driver.close()
+                    raise StoreLocationError(f"invalid Neo4j location {self.location}: {exc}") from None
+                if not isinstance(exc, ServiceUnavailable | OSError):
+                    self._driver.close()
+                    raise StoreError(f"cannot connect to Neo4j at {self.location}: {exc}") from None
                 if attempt == connect_attempts:
                     self._driver.close()
                     raise StoreUnavailableError(
-                        f"Neo4j at {self.location} is unreachable after {attempt} attempts: {exc}"
+                        f"Neo4j at {self.location} is unreachable after {attempt} attempts: "
+                        f"{reason}\ncheck that the server is running and that the store URI "
+                        "(--store, NEO4J_URI) names its Bolt address and scheme"
                     ) from None
                 time.sleep(delay)
                 delay *= 2
-            except ValueError as exc:  # the driver's reading of the address (a port that is no number)
-                self._driver.close()
-                raise StoreLocationError(f"invalid Neo4j location {self.location}: {exc}") from None
-            except Exception as exc:
-                self._driver.close()
-                raise StoreError(f"cannot connect to Neo4j at {self.location}: {exc}") from None
         for statement in _SCHEMA:
             self._run_schema(statement)
         # Edge ownership lookups (replace_doc, delete_document) seek a per-type relationship
@@ -466,10 +505,20 @@ class Neo4jStore(GraphStore):
         except StoreError:
             raise
         except (ServiceUnavailable, SessionExpired) as exc:
-            raise StoreUnavailableError(f"Neo4j at {self.location} became unreachable during {what}: {exc}") from exc
+            raise StoreUnavailableError(
+                f"Neo4j at {self.location} became unreachable during {what}: {_connect_failure(exc)}"
+            ) from exc
         except AuthError as exc:
             raise StoreUnavailableError(f"Neo4j at {self.location} rejected the credentials during {what}") from exc
-        except (Neo4jError, DriverError) as exc:
+        except Neo4jError as exc:
+            if exc.code == "Neo.ClientError.Database.DatabaseNotFound":  # the `database` store parameter
+                raise StoreLocationError(
+                    f"Neo4j at {self.location} has no database {self._database!r}; name one it has in the neo4j "
+                    "store parameter `database` (GRAPHROUTE_STORE_PARAMS; Cypher `SHOW DATABASES` lists them), "
+                    "or leave it unset for the server's default"
+                ) from None
+            raise StoreError(f"Neo4j at {self.location} failed during {what}: {exc}") from exc
+        except DriverError as exc:
             raise StoreError(f"Neo4j at {self.location} failed during {what}: {exc}") from exc
 
     def _read(self, what: str, cypher: str, params: dict[str, Any]) -> list[Any]:

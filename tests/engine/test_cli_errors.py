@@ -105,3 +105,41 @@ def test_query_warns_of_an_override_that_changes_nothing(route_file: Path, tmp_p
     assert "keep is disabled in cli_route: --set keep.n=2 changes nothing; add --enable keep" in r.stderr
     assert "keep is already disabled in cli_route: --disable keep changes nothing" in r.stderr
     assert "fixed.n=4" not in r.stderr  # a change that does something is not warned about
+
+
+@pytest.mark.parametrize("command", [("stats", "--group", "g"), ("index", "docs", "--group", "g")])
+def test_a_store_location_no_backend_takes_exits_2_naming_the_ones_that_do(command: tuple[str, ...], tmp_path: Path) -> None:
+    # the Neo4j browser's address where its Bolt one belongs: the user's to fix, not an internal error
+    r = run_cli(*command, "--store", "http://127.0.0.1:7474", cwd=tmp_path)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert "no store backend handles 'http://127.0.0.1:7474'" in r.stderr
+    assert "bolt://" in r.stderr and "--store" in r.stderr
+    assert "GRAPHROUTE_DEBUG" not in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("location", ["127.0.0.1:7687", "localhost:7687", "[::1]:7687"])
+def test_a_server_address_without_its_scheme_is_not_made_a_folder(location: str, tmp_path: Path) -> None:
+    # `--store 127.0.0.1:7687` meant the Neo4j server: indexing into a new local folder of that
+    # name instead would look like a move to the server that never happened
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.md").write_text("# A\n\nThe ferry leaves at noon.\n", encoding="utf-8")
+    for command in (("index", "docs", "--group", "g"), ("stats", "--group", "g")):
+        r = run_cli(*command, "--store", location, cwd=tmp_path)
+        assert r.returncode == 2, (command, r.returncode, r.stderr)
+        assert "looks like a server's address without its scheme" in r.stderr and "bolt://" in r.stderr
+        assert "Traceback" not in r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["docs"]  # no store folder made
+    r = run_cli("stats", "--group", "g", "--store", "neo4j", cwd=tmp_path, env={"NEO4J_URI": location})
+    assert r.returncode == 2 and "NEO4J_URI" in r.stderr, r.stderr
+
+
+def test_a_folder_named_like_an_address_that_exists_is_still_a_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from graphroute.core.engine import open_store
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "host:7687").mkdir()
+    store = open_store("host:7687")
+    try:
+        assert store.backend == "embedded"
+    finally:
+        store.close()

@@ -234,3 +234,13 @@ def test_delete_on_a_read_only_store_says_deleting_failed(indexed: GraphRoute) -
     gr = GraphRoute(store=store)  # nothing was deleted
     assert [(g["group"], g["documents"]) for g in gr.groups()] == [("g", 3), ("h", 1)]
     gr.close()
+
+
+def test_stats_shows_an_empty_list_as_none(run) -> None:  # type: ignore[no-untyped-def]
+    # a blank `index:failed` cell read as "unknown" next to the JSON's []
+    code, out, _ = run("stats", "--group", "g")
+    assert code == 0
+    rows = {cells[0]: cells[1] for line in out.splitlines()
+            if len(cells := [c.strip() for c in line.strip("│┃ ").split("│")]) == 2}
+    assert rows["index:failed"] == "none" and rows["index:skipped"] == "none", rows
+    assert rows["index:indexed"] == "3"

@@ -114,6 +114,22 @@ def test_unsupported_type_is_skipped_with_a_warning(index, tmp_path: Path) -> No
     assert "warning: skipped" in err and "photo.png" in err and "unsupported file type" in err
 
 
+def test_a_folder_with_nothing_to_read_is_a_warning(index, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / ".hidden.md").write_text("# Hidden\n\nNot read: a hidden file.\n", encoding="utf-8")
+    code, report, _ = index(empty)
+    assert code == 0 and report["indexed"] == 0 and report["failed"] == []
+    assert report["warnings"] == [f"{empty}: no files to index in this folder (hidden files and what .graphrouteignore lists are left out)"]
+    code, out, err = index(empty, as_json=False)  # the human output: a warning on stderr
+    assert code == 0 and "indexed 0" in out and "warning:" in err and "no files to index" in err
+    docs = tmp_path / "docs"  # a folder that holds a document is not warned about
+    docs.mkdir()
+    (docs / "notes.md").write_text("# Notes\n\nThe ferry leaves at noon every day.\n", encoding="utf-8")
+    code, report, _ = index(docs, empty)
+    assert code == 0 and report["indexed"] == 1 and len(report["warnings"]) == 1 and str(empty) in report["warnings"][0]
+
+
 def test_unreadable_files_set_the_exit_code(index, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     good = tmp_path / "good.md"
     good.write_text("# Good\n\nThe lock keeper opens the gates at dawn.\n", encoding="utf-8")

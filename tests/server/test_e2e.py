@@ -97,3 +97,16 @@ def test_public_bind_without_token_is_refused(tmp_path: Path) -> None:
     assert r.returncode == 2
     assert "refusing to listen on 0.0.0.0 without a token" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_serve_without_the_server_extra_names_it(tmp_path: Path) -> None:
+    # an install without the `server` extra: uvicorn shadowed by a package that is not there
+    shadow = tmp_path / "shadow" / "uvicorn"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'uvicorn'\", name='uvicorn')\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(shadow.parent), os.environ.get("PYTHONPATH", "")])}
+    r = subprocess.run([GRAPHROUTE, "serve", "--store", str(tmp_path / "s"), "--port", "0"],
+                       capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert "pip install 'graphroute[server]'" in r.stderr and "uvicorn" in r.stderr
+    assert "Traceback" not in r.stderr and "GRAPHROUTE_DEBUG" not in r.stderr

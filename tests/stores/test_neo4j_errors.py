@@ -3,11 +3,17 @@ large-group vector path (index query + group filter + exact fallback) on the rea
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import socket
+import subprocess
+import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -64,6 +70,74 @@ def test_uri_credentials_never_appear_in_messages() -> None:
     assert "hunter22" not in str(err.value) and f"127.0.0.1:{port}" in str(err.value)
 
 
+def test_a_routing_uri_to_a_server_that_is_down_says_why_and_nothing_else() -> None:
+    # neo4j:// wraps each address's failure under "Unable to retrieve routing information",
+    # which the driver also logs at ERROR on every attempt: the command shows one message,
+    # with the wrapped reason and what to check
+    uri = f"neo4j://127.0.0.1:{free_port()}"
+    env = {**os.environ, "GRAPHROUTE_STORE_PARAMS": json.dumps({"neo4j": {"connect_attempts": 2}})}
+    r = subprocess.run(
+        [str(Path(sys.executable).with_name("graphroute")), "stats", "--group", "g", "--store", uri],
+        capture_output=True, text=True, env=env, timeout=120,
+    )
+    assert r.returncode == 3, (r.returncode, r.stderr)
+    assert "Unable to retrieve routing information" not in r.stderr, r.stderr
+    assert r.stderr.startswith("error: ") and r.stderr.count("error: ") == 1, r.stderr
+    assert uri in r.stderr and "Connection refused" in r.stderr
+    assert "--store" in r.stderr and "NEO4J_URI" in r.stderr
+
+
+class _NotBolt:
+    """A loopback TCP server that is not Neo4j: it answers every connection with an HTTP
+    error (``reply``), or takes it and never answers (an HTTP server waiting for a request line)."""
+
+    def __init__(self, reply: bytes | None) -> None:
+        self.reply = reply
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = int(self.listener.getsockname()[1])
+        self.held: list[socket.socket] = []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            if self.reply is None:
+                self.held.append(conn)  # kept open, never answered
+                continue
+            conn.recv(64)
+            conn.sendall(self.reply)
+            conn.close()
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.listener.shutdown(socket.SHUT_RDWR)
+        self.listener.close()
+        for conn in self.held:
+            conn.close()
+
+
+@pytest.mark.parametrize("reply", [b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n", None], ids=["http", "silent"])
+def test_an_address_that_is_not_bolt_says_so_without_retrying(reply: bytes | None) -> None:
+    # the Neo4j browser's HTTP port where the Bolt one belongs: a location to fix (exit 2),
+    # said at the first attempt; a port that never answers the handshake held each of the
+    # three attempts for the driver's 60 s
+    server = _NotBolt(reply)
+    uri = f"bolt://127.0.0.1:{server.port}"
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(StoreError) as err:
+            open_store(uri, settings=Settings(neo4j_password="x"))
+    finally:
+        server.close()
+    message = str(err.value)
+    assert err.value.exit_code == 2, message
+    assert "does not answer Neo4j's Bolt protocol" in message and uri in message and "7687" in message
+    assert time.monotonic() - t0 < 40
+
+
 def test_unknown_scheme_is_not_neo4j() -> None:
     assert Neo4jBackend.handles("bolt://h:7687") and Neo4jBackend.handles("neo4j+s://h")
     assert not Neo4jBackend.handles("/tmp/store") and not Neo4jBackend.handles("http://h")
@@ -77,6 +151,30 @@ def test_wrong_password_is_a_clear_store_error() -> None:
     assert "credentials" in message and NEO4J_URI in message
     assert "definitely-wrong-pw" not in message
     assert err.value.exit_code == 3  # a store that refuses us, as StoreUnavailableError says
+
+
+@needs_server
+def test_a_database_the_server_lacks_is_the_users_to_fix() -> None:
+    # the `database` store parameter naming a database the server has not got (a Community
+    # server has one): exit 2 and what to set, not the driver's DatabaseNotFound as exit 1
+    settings = Settings(neo4j_password=PASSWORD, store_params={"neo4j": {"database": "nosuchdb"}})
+    with pytest.raises(StoreError) as err:
+        open_store(NEO4J_URI, settings=settings)
+    message = str(err.value)
+    assert "no database 'nosuchdb'" in message and "GRAPHROUTE_STORE_PARAMS" in message, message
+    assert err.value.exit_code == 2
+
+
+@needs_server
+def test_a_wrong_password_in_the_uri_is_named_as_the_one_to_fix() -> None:
+    # the URI's password wins over NEO4J_PASSWORD: telling the user to set that variable
+    # (here already right) would change nothing
+    scheme, rest = NEO4J_URI.split("://", 1)
+    with pytest.raises(StoreError) as err:
+        open_store(f"{scheme}://neo4j:wrong-in-uri@{rest}", settings=Settings(neo4j_password=PASSWORD))
+    message = str(err.value)
+    assert "user:password in the store URI" in message and "wrong-in-uri" not in message
+    assert err.value.exit_code == 3
 
 
 def test_a_malformed_location_is_the_users_to_fix() -> None:

@@ -237,7 +237,7 @@ def index(
     as_json: JsonOpt = False,
 ) -> None:
     """Index documents: load, parse into the skeleton, embed, build edges and the entity graph."""
-    from graphroute.core.errors import IndexCancelled, IndexProfileError
+    from graphroute.core.errors import IndexCancelled, IndexProfileError, StoreUnavailableError
     from graphroute.core.index.manage import check_group_name
     from graphroute.core.index.pipeline import index_exit_code
 
@@ -251,6 +251,11 @@ def index(
         raise IndexCancelled(
             "what was written so far stays indexed and can be queried; run the same `graphroute index` again "
             "to finish"
+        ) from None
+    except StoreUnavailableError as exc:  # the server went away mid-run: as atomic, and as pending
+        raise StoreUnavailableError(
+            f"{exc}\nwhat was written so far stays indexed; once the store answers again, run the same "
+            "`graphroute index` again to finish"
         ) from None
     data = report.to_json() if hasattr(report, "to_json") else report
     if sweep_thresholds:
@@ -349,7 +354,8 @@ def stats(
 
 
 def _flatten(data: Any, prefix: str = "") -> list[tuple[str, str]]:
-    """Rows of a nested index report: dotted keys, scalar values (a list of scalars joined)."""
+    """Rows of a nested index report: dotted keys, scalar values (a list of scalars joined;
+    an empty one, such as no failed files, reads `none` rather than a blank cell)."""
     if isinstance(data, dict):
         rows: list[tuple[str, str]] = []
         for k, v in data.items():
@@ -358,7 +364,7 @@ def _flatten(data: Any, prefix: str = "") -> list[tuple[str, str]]:
     if isinstance(data, list) and any(isinstance(v, dict | list) for v in data):
         return [r for i, v in enumerate(data) for r in _flatten(v, f"{prefix}[{i}]")]
     if isinstance(data, list):
-        return [(prefix, ", ".join(str(v) for v in data))]
+        return [(prefix, ", ".join(str(v) for v in data) if data else "none")]
     return [(prefix, str(data))]
 
 

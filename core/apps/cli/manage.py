@@ -14,7 +14,7 @@ from typing import Annotated, Any
 import typer
 from graphroute.core.apps.cli.main import engine, err, out, warn
 from graphroute.core.apps.options import JsonOpt, StoreOpt
-from graphroute.core.errors import UserError
+from graphroute.core.errors import IndexCancelled, UserError
 from graphroute.core.hookspecs import hookimpl
 from rich.markup import escape
 from rich.table import Table
@@ -100,7 +100,22 @@ def delete(
         if not typer.confirm(f"Delete {what}?", default=False, err=True):
             err.print("nothing deleted")
             raise typer.Exit(1)
-    result = gr.delete(group, document)
+    try:
+        result = gr.delete(group, document)
+    except KeyboardInterrupt:
+        # A store may delete a large group in several transactions (Neo4j: 5,000 nodes each),
+        # so a stopped delete can leave part of the group; only running it again empties it.
+        if document is None:
+            raise IndexCancelled(
+                f"group {group!r} may be partly deleted (what is left of it is not a whole index); "
+                "run the same `graphroute delete` again to finish"
+            ) from None
+        raise IndexCancelled(
+            f"the document may already be deleted; `graphroute documents --group {group}` lists what is left: "
+            "if it is still listed, run the same `graphroute delete` again; if it is gone, the next "
+            "`graphroute index` into the group finishes its derived layers (a file of the deleted document "
+            "that run reads is indexed again)"
+        ) from None
     if as_json:
         print(json.dumps(result, indent=2, ensure_ascii=False))
         return

@@ -55,6 +55,28 @@ def bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
+def require_server_extra() -> None:
+    """Raise the CLI's UserError (exit 2) naming the extra to install when the HTTP server's
+    packages are missing (an install with other extras only), instead of the ImportError an
+    internal error would show."""
+    from importlib import import_module
+
+    from graphroute.core.errors import UserError
+
+    missing = []
+    for name in ("fastapi", "uvicorn"):
+        try:
+            import_module(name)
+        except ImportError:
+            missing.append(name)
+    if missing:
+        raise UserError(
+            f"graphroute serve needs the `server` extra ({' and '.join(missing)} not installed): "
+            "pip install 'graphroute[server]'",
+            code=2,
+        )
+
+
 def register(app: typer.Typer) -> None:
     """Add ``serve`` and ``new-plugin`` to the ``graphroute`` app."""
 
@@ -78,6 +100,7 @@ def register(app: typer.Typer) -> None:
         preload: Annotated[bool, typer.Option("--preload/--no-preload", help="run the default route once at startup to load its models")] = True,
     ) -> None:
         """Serve the HTTP API (POST /query, /index; GET /routes, /plugins, /jobs/ID, /health)."""
+        require_server_extra()
         import uvicorn
         from graphroute.core.apps.serve.playground import mount_playground
         from graphroute.core.apps.serve.server import (
