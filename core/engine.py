@@ -13,7 +13,6 @@ The CLI and the HTTP server are thin layers over this class, so the three behave
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -21,7 +20,7 @@ from typing import Any
 
 from graphroute.core.api.constants import DEFAULT_ROUTE
 from graphroute.core.api.models import QueryResult
-from graphroute.core.api.store import GraphStore
+from graphroute.core.api.store import GraphStore, looks_like_server_address
 from graphroute.core.config.clients import component_params
 from graphroute.core.config.overrides import Overrides, overrides_from_mapping
 from graphroute.core.config.resolve import ResolvedRoute, load_route
@@ -30,9 +29,6 @@ from graphroute.core.errors import ConfigError, StoreLocationError, UserError
 from graphroute.core.query.runner import check_question, run_route
 from graphroute.core.query.services import Services
 from graphroute.core.registry import Registry, get_registry
-
-# HOST:PORT alone: a server's address whose scheme was left out (named in the error below)
-_HOST_PORT_RE = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9][A-Za-z0-9.\-]*):\d{1,5}/?$")
 
 
 def open_store(
@@ -66,7 +62,7 @@ def open_store(
     takes = "; ".join(
         f"{entry.cls.name} ({entry.cls.describe().rstrip('.')})" for entry in registry.stores.entries.values()
     )
-    address = _HOST_PORT_RE.match(location)
+    address = looks_like_server_address(location)
     raise StoreLocationError(
         f"no store backend handles {location!r}"
         + (

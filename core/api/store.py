@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping, Sequence
@@ -239,6 +240,17 @@ def document_titles(store: GraphStore, group: str) -> dict[str, str]:
     """Document id -> title ("" when it has none), for every Document of the group: what a
     chunk's text is read with by BM25, the negative-detection lexicon and the entity graph."""
     return {n.id: str(n.props.get("title") or "") for n in store.iter_nodes(group, Label.DOCUMENT)}
+
+
+# HOST:PORT alone (127.0.0.1:7687, [::1]:7687): a server's address with its scheme left out,
+# which a backend taking local paths must not read as a new folder's name
+_SERVER_ADDRESS_RE = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9][A-Za-z0-9.\-]*):\d{1,5}/?$")
+
+
+def looks_like_server_address(location: str) -> bool:
+    """True when ``location`` is ``HOST:PORT`` and nothing else: a store URI whose scheme
+    was left out (``127.0.0.1:7687`` for ``bolt://127.0.0.1:7687``)."""
+    return _SERVER_ADDRESS_RE.match(location) is not None
 
 
 def title_key(title: Any) -> str:

@@ -59,6 +59,7 @@ from graphroute.core.api.store import (
     checked_vectors,
     dump_props,
     load_props,
+    looks_like_server_address,
     nodes_equal_to,
     patched_meta,
     read_version,
@@ -83,8 +84,6 @@ _FETCH = 2048
 T = TypeVar("T")
 P = ParamSpec("P")
 _URI_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")
-# HOST:PORT, a server's address with its scheme left out (127.0.0.1:7687, [::1]:7687)
-_HOST_PORT_RE = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9][A-Za-z0-9.\-]*):\d{1,5}/?$")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS counter (k INTEGER PRIMARY KEY CHECK (k = 0), value INTEGER NOT NULL);
@@ -947,7 +946,7 @@ class EmbeddedBackend(StoreBackend):
         # A server's address without its scheme is not taken for a new folder of that name:
         # the index would land on local disk while the user believes it went to the server.
         # A folder of such a name that exists is still a folder.
-        if _HOST_PORT_RE.match(location) and not os.path.exists(os.path.expanduser(location)):
+        if looks_like_server_address(location) and not os.path.exists(os.path.expanduser(location)):
             return False
         return not _URI_RE.match(location)
 

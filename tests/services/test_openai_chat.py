@@ -10,7 +10,12 @@ from typing import Any
 import pytest
 from graphroute.core.config.clients import llm_factory, llm_params_from_env
 from graphroute.core.config.settings import Settings
-from graphroute.core.errors import LLMConfigError, LLMOutputError, QueryTimeoutError, RemoteCallError
+from graphroute.core.errors import (
+    LLMConfigError,
+    LLMOutputError,
+    QueryTimeoutError,
+    RemoteCallError,
+)
 from graphroute.core.lib.deadline import deadline_in
 from graphroute.core.lib.llm import complete_json
 from graphroute.core.registry import get_registry
