@@ -18,7 +18,8 @@ def unfinished_run(store: GraphStore, group: str) -> str | None:
     return (
         f"the last index run into group {group!r} has not finished its index steps (it is still running, "
         "or it was interrupted or a step of it failed): the entity graph, communities and similarity "
-        "edges may not cover every document yet; run the same `graphroute index` again to finish them"
+        "edges may not cover every document yet; run the same `graphroute index` again to finish them (after an "
+        "interrupted `graphroute delete`, the same delete again)"
     )
 
 

@@ -87,6 +87,47 @@ def test_ctrl_c_during_index_says_so_and_the_next_run_finishes(tmp_path: Path, s
     assert json.loads(stats.stdout)["unfinished_run"] is False and "warning" not in stats.stderr, stats.stderr
 
 
+def test_an_interrupted_document_delete_is_finished_by_the_same_delete(
+    tmp_path: Path, settings: Settings, cache_dir: Path
+) -> None:
+    """Ctrl+C in a document delete's index steps leaves the document gone and its derived
+    layers not yet updated; running the same delete again finishes them (the document is no
+    longer found, the group's run is unfinished), deletes nothing else, asks no confirmation,
+    and leaves the group as a delete that was never interrupted does."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for name in ("property_management_agreement.md", "appliance_warranty.txt", "invoice_hv_2024_017.html"):
+        shutil.copy(SAMPLE / name, docs / name)
+    store, reference = tmp_path / "store", tmp_path / "reference"
+    where = ["--group", "g", "--profile", str(paused_profile(tmp_path))]
+    first = run_cli("index", str(docs), "--store", str(store), *where, cache=cache_dir, GRAPHROUTE_PLUGINS=PLUGIN)
+    assert first.returncode == 0, first.stderr
+    shutil.copytree(store, reference)
+    gone = str(docs / "appliance_warranty.txt")
+    delete = ["delete", "--group", "g", "--document", gone, "--yes"]
+    whole = run_cli(*delete, "--store", str(reference), cache=cache_dir, GRAPHROUTE_PLUGINS=PLUGIN)
+    assert whole.returncode == 0, whole.stderr
+
+    r = interrupt_when_paused([*delete, "--store", str(store)], tmp_path / "paused", cache_dir)
+    assert_no_traceback(r)
+    assert r.returncode == 130 and "run the same `graphroute delete` again to finish" in r.stderr, r.stderr
+    stats = run_cli("stats", "--store", str(store), "--group", "g", "--json", cache=cache_dir)
+    assert json.loads(stats.stdout)["unfinished_run"] is True, stats.stdout
+
+    again = run_cli(*delete[:-1], "--store", str(store), cache=cache_dir, GRAPHROUTE_PLUGINS=PLUGIN)  # no --yes
+    assert again.returncode == 0, again.stderr
+    said = " ".join(again.stderr.split())
+    assert f"no document {gone!r}" in said and "finished now" in said, again.stderr
+    assert counts(store, "g") == counts(reference, "g")
+    assert counts(store, "g")["nodes"]["Document"] == 2
+    assert_consistent(store, "g")
+    stats = run_cli("stats", "--store", str(store), "--group", "g", "--json", cache=cache_dir)
+    assert json.loads(stats.stdout)["unfinished_run"] is False, stats.stdout
+
+    typo = run_cli(*delete, "--store", str(store), cache=cache_dir, GRAPHROUTE_PLUGINS=PLUGIN)
+    assert typo.returncode == 2 and f"no document {gone!r}" in " ".join(typo.stderr.split()), typo.stderr  # complete
+
+
 def test_ctrl_c_during_query_says_so_without_a_traceback(tmp_path: Path, settings: Settings, cache_dir: Path) -> None:
     store = tmp_path / "store"
     assert run_cli("index", str(SAMPLE), "--store", str(store), "--group", "g", cache=cache_dir).returncode == 0

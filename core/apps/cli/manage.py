@@ -14,7 +14,7 @@ from typing import Annotated, Any
 import typer
 from graphroute.core.apps.cli.main import engine, err, out, warn
 from graphroute.core.apps.options import JsonOpt, StoreOpt
-from graphroute.core.errors import IndexCancelled, UserError
+from graphroute.core.errors import IndexCancelled, NotFoundError, UserError
 from graphroute.core.hookspecs import hookimpl
 from rich.markup import escape
 from rich.table import Table
@@ -90,11 +90,18 @@ def delete(
         what = f"the whole group {group!r} ({gr.store.location})"
     else:
         from graphroute.core.index.manage import resolve_documents
+        from graphroute.core.index.stats import unfinished_run
 
-        docs = resolve_documents(gr.store, group, document)
+        try:
+            docs = resolve_documents(gr.store, group, document)
+        except NotFoundError:
+            if unfinished_run(gr.store, group) is None:
+                raise
+            docs = []  # deleted by a run that stopped in its index steps: this one finishes them
         names = ", ".join(f"{d['title'] or d['id']} ({d['id']})" for d in docs)
         what = f"{len(docs)} document(s) from group {group!r}: {names}"
-    if not yes:
+    # finishing an interrupted delete's index steps deletes nothing more: no confirmation
+    if not yes and (document is None or docs):
         if not sys.stdin.isatty():
             raise UserError(f"refusing to delete {what} without confirmation; pass --yes")
         if not typer.confirm(f"Delete {what}?", default=False, err=True):
@@ -111,10 +118,8 @@ def delete(
                 "run the same `graphroute delete` again to finish"
             ) from None
         raise IndexCancelled(
-            f"the document may already be deleted; `graphroute documents --group {group}` lists what is left: "
-            "if it is still listed, run the same `graphroute delete` again; if it is gone, the next "
-            "`graphroute index` into the group finishes its derived layers (a file of the deleted document "
-            "that run reads is indexed again)"
+            "the document may already be deleted, its derived layers not yet updated; run the same "
+            "`graphroute delete` again to finish"
         ) from None
     if as_json:
         print(json.dumps(result, indent=2, ensure_ascii=False))
