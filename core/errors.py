@@ -245,6 +245,15 @@ class EmbeddingDimensionError(ModelError):
     http_status = 400
 
 
+class ProfileMismatchError(UserError):
+    """An index run would parse or embed only part of a group with other settings than the
+    rest of it was (another index profile, or graphroute's own parsing changed since), which
+    would leave one group with vectors of two kinds; nothing is written."""
+
+    http_status = 409
+    code = "profile_mismatch"
+
+
 class EmbedderMismatchError(EmbeddingDimensionError):
     """A query's embedder is not the one (model and runtime) that made the group's vectors."""
 

@@ -26,7 +26,13 @@ from graphroute.core.api.constants import DOCUMENTS_META, FINGERPRINT_META
 from graphroute.core.api.store import DocumentBatch, GraphStore, MetaPatch, merge_batches
 from graphroute.core.config.index_profile import IndexProfile, check_profile, load_index_profile
 from graphroute.core.config.settings import Settings
-from graphroute.core.errors import EXIT_FILES_FAILED, EXIT_INTERNAL, LoaderError, StoreLocationError
+from graphroute.core.errors import (
+    EXIT_FILES_FAILED,
+    EXIT_INTERNAL,
+    LoaderError,
+    ProfileMismatchError,
+    StoreLocationError,
+)
 from graphroute.core.index.files import collect_files, fingerprint, is_gone
 from graphroute.core.index.skeleton import DocumentSkeleton
 from graphroute.core.lib.knn import normalise_in_place
@@ -367,6 +373,14 @@ class Indexer:
                 if (gone or dropped) and did not in to_remove:
                     to_remove.append(did)
 
+        # ---- a run that would parse part of the group otherwise than the rest: refused
+        # before it writes. Only the documents it reads are parsed again, and the group's
+        # record then says all were parsed this way, so the others would stay as they are.
+        if paths and reparse_all:
+            left = [did for did in documents if did not in yielded and did not in to_remove]
+            if left:
+                raise self._partial_reparse(documents, left, profile_json)
+
         # ---- parse, embed, write in batches of documents
         changed: set[str] = set()
         parse_stats: dict[str, int] = {}
@@ -504,6 +518,29 @@ class Indexer:
         return report
 
     # ------------------------------------------------------------------ helpers
+    def _partial_reparse(
+        self, documents: Mapping[str, Any], left: list[str], profile_json: Mapping[str, Any]
+    ) -> ProfileMismatchError:
+        """The refusal of a run that would parse only some of the group's documents with
+        settings the rest were not parsed with, saying what differs and how to go on."""
+        from graphroute.core.api.constants import INDEX_PROFILE_META
+
+        stored = self.store.get_meta(self.group, INDEX_PROFILE_META)
+        # the parts of a profile its parse fingerprint reads (fingerprints)
+        parts = [k for k in ("segmenter", "embedder", "parse", "loaders")
+                 if isinstance(stored, dict) and stored.get(k) != profile_json.get(k)]
+        why = (
+            f"the profile's {', '.join(parts)} {'differs' if len(parts) == 1 else 'differ'} from the group's" if parts
+            else "the same profile, but graphroute's own parsing or embedding changed since"
+        )
+        return ProfileMismatchError(
+            f"group {self.group!r} was indexed with other parse or embedding settings ({why}): this run reads "
+            f"{len(documents) - len(left)} of its {len(documents)} documents and would leave the other {len(left)} "
+            "parsed and embedded the old way, one group with vectors of two kinds; nothing was written. Index all "
+            f"of the group's documents in one run with this profile (`graphroute documents --group {self.group}` "
+            "lists their files), or index with the profile the group was indexed with (--profile)"
+        )
+
     @staticmethod
     def _embed_in_chunks(emb: Embedder, skels: list[Any]) -> tuple[np.ndarray, list[np.ndarray]]:
         """Chunk vectors and each document's sentence vectors from one pass over the chunks
