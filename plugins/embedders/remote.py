@@ -396,7 +396,7 @@ class OpenAIEmbedder(Embedder):
             if p.dimensions:
                 kwargs["dimensions"] = p.dimensions
             res, retries = call_with_retries(
-                lambda kwargs=kwargs: client.embeddings.create(**kwargs, timeout=capped(p.timeout)),
+                partial(_create_embeddings, client, kwargs, p.timeout),
                 policy=RetryPolicy(p.max_retries, p.backoff_s, p.max_backoff_s),
                 classify=classify_openai_error,
                 what=f"openai embeddings ({p.model} at {self._endpoint})",
@@ -406,6 +406,11 @@ class OpenAIEmbedder(Embedder):
             n = int(res.usage.prompt_tokens) if res.usage else 0
             self.usage.add(n, retries, cost_usd(p.model, p.prices, n, 0))
         return _check(np.vstack(parts), self.dimension, p.model)
+
+
+def _create_embeddings(client: Any, kwargs: dict[str, Any], timeout: float) -> Any:
+    """One embeddings request, given at most what is left of the query's time."""
+    return client.embeddings.create(**kwargs, timeout=capped(timeout))
 
 
 @hookimpl

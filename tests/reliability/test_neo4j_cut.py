@@ -25,30 +25,11 @@ import pytest
 from graphroute.core.engine import open_store
 
 from tests.conformance.conftest import neo4j_settings
-from tests.dev_neo4j import NEO4J_URI
+from tests.dev_neo4j import NEO4J_URI, needs_server, server_address
 from tests.reliability.conftest import GRAPHROUTE, REPO, assert_no_traceback, cli_env, run_cli
 from tests.reliability.test_interrupts import PLUGIN, SAMPLE
 
 PASSWORD = os.environ.get("NEO4J_PASSWORD") or "graphroute-dev"
-
-
-def _server_address() -> tuple[str, int]:
-    host, port = NEO4J_URI.split("://", 1)[1].rsplit(":", 1)
-    return host, int(port)
-
-
-def _server_up() -> bool:
-    try:
-        with socket.create_connection(_server_address(), timeout=2):
-            return True
-    except OSError:
-        return False
-
-
-needs_server = pytest.mark.skipif(
-    os.environ.get("CI") != "true" and not _server_up(),
-    reason="Neo4j not reachable; run `make neo4j-up` (in CI these tests must run)",
-)
 
 
 class Relay:
@@ -131,7 +112,7 @@ def test_neo4j_gone_mid_index_says_what_stays_and_the_next_run_finishes(
     for name in ("property_management_agreement.md", "appliance_warranty.txt"):
         shutil.copy(SAMPLE / name, docs / name)
     profile = paused_profile(tmp_path, seconds=1.0)
-    relay = Relay(_server_address())
+    relay = Relay(server_address())
     marker = tmp_path / "paused"
     # short driver retries: the cut is for good, waiting out the default 30 s proves nothing
     params = json.dumps({"neo4j": {"retry_s": 1.0, "connect_attempts": 1}})

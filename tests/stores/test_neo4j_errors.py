@@ -24,7 +24,7 @@ from graphroute.core.engine import open_store
 from graphroute.core.errors import StoreError
 from graphroute.plugins.stores.neo4j_store import Neo4jBackend, Neo4jStore
 
-from tests.dev_neo4j import NEO4J_URI
+from tests.dev_neo4j import NEO4J_URI, needs_server
 
 PASSWORD = os.environ.get("NEO4J_PASSWORD") or "graphroute-dev"
 
@@ -33,21 +33,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def server_up() -> bool:
-    host, port = NEO4J_URI.split("://", 1)[1].rsplit(":", 1)
-    try:
-        with socket.create_connection((host, int(port)), timeout=2):
-            return True
-    except OSError:
-        return False
-
-
-needs_server = pytest.mark.skipif(
-    os.environ.get("CI") != "true" and not server_up(),
-    reason="Neo4j not reachable; run `make neo4j-up` (in CI these tests must run)",
-)
 
 
 def test_unreachable_server_is_a_clear_store_error() -> None:
