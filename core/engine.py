@@ -25,8 +25,7 @@ from graphroute.core.config.clients import component_params
 from graphroute.core.config.overrides import Overrides, overrides_from_mapping
 from graphroute.core.config.resolve import ResolvedRoute, load_route
 from graphroute.core.config.settings import STORE_PARAMS_ENV, Settings
-from graphroute.core.errors import ConfigError, NotFoundError, StoreLocationError, UserError
-from graphroute.core.index.stats import unfinished_run
+from graphroute.core.errors import ConfigError, StoreLocationError, UserError
 from graphroute.core.query.runner import check_question, run_route
 from graphroute.core.query.services import Services
 from graphroute.core.registry import Registry, get_registry
@@ -228,21 +227,15 @@ class GraphRoute:
         if document is None:
             result = manage.delete_group(self.store, group)
         else:
-            try:
-                ids = [d["id"] for d in manage.resolve_documents(self.store, group, document)]
-            except NotFoundError as exc:
-                # the same delete again after it was interrupted in its index steps: the
-                # document is gone, its derived layers are not yet; finishing them is what the
-                # user asked for (an index run would also read the deleted document's file again)
-                if unfinished_run(self.store, group) is None:
-                    raise
-                result = manage.delete_documents(self.store, group, [], registry=self.registry, settings=self.settings)
+            docs = manage.documents_to_delete(self.store, group, document)
+            ids = [d["id"] for d in docs]
+            result = manage.delete_documents(self.store, group, ids, registry=self.registry, settings=self.settings)
+            if not docs:  # gone already: an interrupted delete's index steps, finished now
                 result["warnings"] = [
-                    f"{exc}; the group's last run had not finished its index steps, and they are finished now",
+                    f"no document {document!r} in group {group!r}; the group's last run had not finished its "
+                    "index steps, and they are finished now",
                     *result["warnings"],
                 ]
-            else:
-                result = manage.delete_documents(self.store, group, ids, registry=self.registry, settings=self.settings)
         with self._lock:
             self._services.pop(group, None)
         return result

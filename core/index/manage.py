@@ -18,6 +18,7 @@ from graphroute.core.api.models import Label
 from graphroute.core.api.store import GraphStore
 from graphroute.core.config.settings import Settings
 from graphroute.core.errors import GroupNameError, NotFoundError, StoreLocationError, UserError
+from graphroute.core.index.stats import unfinished_run
 from graphroute.core.registry import Registry
 
 MAX_GROUP_CHARS = 200
@@ -115,6 +116,19 @@ def resolve_documents(store: GraphStore, group: str, document: str) -> list[dict
         f"no document {document!r} in group {group!r} (by id, title or path); "
         f"list them with: graphroute documents --group {group}"
     )
+
+
+def documents_to_delete(store: GraphStore, group: str, document: str) -> list[dict[str, Any]]:
+    """The documents a delete of ``document`` removes (:func:`resolve_documents`), or none
+    when it names nothing in a group whose last run has not finished its index steps: the
+    same delete again after one stopped in them, which had removed the document before
+    updating the derived layers; :func:`delete_documents` with no ids finishes them."""
+    try:
+        return resolve_documents(store, group, document)
+    except NotFoundError:
+        if unfinished_run(store, group) is None:
+            raise
+        return []
 
 
 def delete_documents(

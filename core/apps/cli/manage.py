@@ -14,7 +14,7 @@ from typing import Annotated, Any
 import typer
 from graphroute.core.apps.cli.main import engine, err, out, warn
 from graphroute.core.apps.options import JsonOpt, StoreOpt
-from graphroute.core.errors import IndexCancelled, NotFoundError, UserError
+from graphroute.core.errors import IndexCancelled, UserError
 from graphroute.core.hookspecs import hookimpl
 from rich.markup import escape
 from rich.table import Table
@@ -89,15 +89,9 @@ def delete(
         require_group(gr.store, group)
         what = f"the whole group {group!r} ({gr.store.location})"
     else:
-        from graphroute.core.index.manage import resolve_documents
-        from graphroute.core.index.stats import unfinished_run
+        from graphroute.core.index.manage import documents_to_delete
 
-        try:
-            docs = resolve_documents(gr.store, group, document)
-        except NotFoundError:
-            if unfinished_run(gr.store, group) is None:
-                raise
-            docs = []  # deleted by a run that stopped in its index steps: this one finishes them
+        docs = documents_to_delete(gr.store, group, document)
         names = ", ".join(f"{d['title'] or d['id']} ({d['id']})" for d in docs)
         what = f"{len(docs)} document(s) from group {group!r}: {names}"
     # finishing an interrupted delete's index steps deletes nothing more: no confirmation
