@@ -42,6 +42,9 @@ from graphroute.core.registry import Registry
 
 # =========================================================================== the pipeline
 
+# The parts of an index profile that decide how documents are read, split and embedded:
+# the parse fingerprint hashes them, and a run that changes one re-parses every document
+PARSE_PARTS = ("segmenter", "embedder", "parse", "loaders")
 DOC_BATCH = 64  # documents parsed together; their new ones are one DocumentBatch
 # Sentences and chunks of consecutive batches are gathered until this many texts, then
 # embedded in one call and written in one ``write_batches`` call (the crash-recovery unit:
@@ -237,8 +240,8 @@ class Indexer:
         documents, parse settings, loaders) and of its index steps: a run whose hashes differ
         from the group's re-parses every document, or rebuilds the steps' layers."""
         profile_json = self.profile.model_dump(by_alias=True, mode="json")
-        parse_fp = fingerprint([profile_json["segmenter"], profile_json["embedder"], profile_json["parse"], self.embedder().document_id]
-                               + ([profile_json["loaders"]] if self.profile.loaders else []))
+        segmenter, embedder, parse, loaders = (profile_json[k] for k in PARSE_PARTS)
+        parse_fp = fingerprint([segmenter, embedder, parse, self.embedder().document_id] + ([loaders] if loaders else []))
         return parse_fp, fingerprint(self._steps_key(profile_json["steps"]))
 
     def is_current(self) -> bool:
@@ -526,9 +529,7 @@ class Indexer:
         from graphroute.core.api.constants import INDEX_PROFILE_META
 
         stored = self.store.get_meta(self.group, INDEX_PROFILE_META)
-        # the parts of a profile its parse fingerprint reads (fingerprints)
-        parts = [k for k in ("segmenter", "embedder", "parse", "loaders")
-                 if isinstance(stored, dict) and stored.get(k) != profile_json.get(k)]
+        parts = [k for k in PARSE_PARTS if isinstance(stored, dict) and stored.get(k) != profile_json.get(k)]
         why = (
             f"the profile's {', '.join(parts)} {'differs' if len(parts) == 1 else 'differ'} from the group's" if parts
             else "the same profile, but graphroute's own parsing or embedding changed since"
