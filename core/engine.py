@@ -219,17 +219,19 @@ class GraphRoute:
 
         return documents_page(self.store, group, limit, offset)
 
-    def delete(self, group: str, document: str | None = None) -> dict[str, Any]:
+    def delete(self, group: str, document: str | None = None, *, ids: Sequence[str] | None = None) -> dict[str, Any]:
         """Delete a whole group, or the documents ``document`` names (an id, a title or a
-        path) with the derived layers updated; later queries never cite them."""
+        path) with the derived layers updated; later queries never cite them. ``ids``: the
+        documents ``document`` was resolved to already (:func:`~graphroute.core.index.manage.
+        documents_to_delete`, e.g. when a user confirmed them), deleted as they are: a document
+        indexed under the same title since then is not."""
         from graphroute.core.index import manage
 
         if document is None:
             result = manage.delete_group(self.store, group)
         else:
-            docs = manage.documents_to_delete(self.store, group, document)
-            ids = [d["id"] for d in docs]
-            result = manage.delete_documents(self.store, group, ids, registry=self.registry, settings=self.settings)
+            docs = [*ids] if ids is not None else [d["id"] for d in manage.documents_to_delete(self.store, group, document)]
+            result = manage.delete_documents(self.store, group, docs, registry=self.registry, settings=self.settings)
             if not docs:  # gone already: an interrupted delete's index steps, finished now
                 result["warnings"] = [
                     f"no document {document!r} in group {group!r}; the group's last run had not finished its "

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from graphroute.core.api.constants import DOCUMENTS_META, INDEX_PROFILE_META
-from graphroute.core.api.models import Label
+from graphroute.core.api.models import Label, Node
 from graphroute.core.api.store import GraphStore
 from graphroute.core.config.settings import Settings
 from graphroute.core.errors import GroupNameError, NotFoundError, StoreLocationError, UserError
@@ -66,6 +66,11 @@ def documents_page(
     require_group(store, group)
     nodes = store.document_page(group, limit, offset)
     total = offset + len(nodes) if limit is None else store.count_nodes(group, Label.DOCUMENT.value)
+    return _document_rows(store, group, nodes, whole=limit is None and not offset), total
+
+
+def _document_rows(store: GraphStore, group: str, nodes: list[Node], *, whole: bool) -> list[dict[str, Any]]:
+    """The listing's rows of the Document ``nodes``; ``whole``: they are all of the group's."""
     meta: dict[str, Any] = store.get_meta(group, DOCUMENTS_META) or {}
     rows: list[dict[str, Any]] = []
     uncounted: list[dict[str, Any]] = []
@@ -83,8 +88,8 @@ def documents_page(
             uncounted.append(row)
         rows.append(row)
     # a document node without its count: the whole listing counts the group's sentences in
-    # one scan, a page those of its own documents
-    if uncounted and limit is None:
+    # one scan, a part of it those of its own documents
+    if uncounted and whole:
         per_doc = Counter(n.doc_id for n in store.iter_nodes(group, Label.SENTENCE.value))
     elif uncounted:
         per_doc = Counter({
@@ -92,16 +97,18 @@ def documents_page(
         })
     for row in uncounted:
         row["sentences"] = per_doc.get(row["id"], 0)
-    return rows, total
+    return rows
 
 
 def resolve_documents(store: GraphStore, group: str, document: str) -> list[dict[str, Any]]:
     """The documents ``document`` names: an id, else a title, else a path (every document
-    loaded from that file). A title two documents share is refused with their ids."""
+    loaded from that file). A title two documents share is refused with their ids. An id is
+    looked up alone; a title or a path reads the group's listing."""
+    require_group(store, group)
+    named = [n for n in store.get_nodes(group, [document]) if n.label == Label.DOCUMENT]
+    if named:
+        return _document_rows(store, group, named, whole=False)
     docs = list_documents(store, group)
-    by_id = [d for d in docs if d["id"] == document]
-    if by_id:
-        return by_id
     by_title = [d for d in docs if d["title"] == document]
     if len(by_title) == 1:
         return by_title

@@ -86,6 +86,38 @@ def test_a_title_two_documents_share_is_refused(settings, tmp_path: Path) -> Non
     gr.close()
 
 
+def test_a_confirmed_delete_removes_the_documents_confirmed(settings, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The CLI asks before it deletes and then deletes the documents it asked about (``ids``):
+    a document indexed under the same title while the question waited is kept."""
+    from graphroute.core.index.manage import documents_to_delete
+
+    gr = GraphRoute(settings=settings, group="twins")
+    for sub in ("a", "b"):
+        (tmp_path / sub).mkdir()
+        (tmp_path / sub / "notes.md").write_text(f"# Notes\n\nFolder {sub} keeps the weekly notes of the team.\n")
+    gr.index([tmp_path / "a"])
+    confirmed = [d["id"] for d in documents_to_delete(gr.store, "twins", "Notes")]
+    gr.index([tmp_path / "b"])  # a second "Notes" arrives before the delete runs
+    assert gr.delete("twins", "Notes", ids=confirmed)["deleted"] == confirmed
+    left = gr.documents("twins")
+    assert len(left) == 1 and left[0]["id"] not in confirmed and left[0]["title"] == "Notes"
+    gr.close()
+
+
+def test_a_document_named_by_id_is_found_without_listing_the_group(indexed: GraphRoute, monkeypatch: pytest.MonkeyPatch) -> None:
+    from graphroute.core.index.manage import resolve_documents
+
+    orchard = next(d for d in indexed.documents("g") if d["title"] == "Orchard")
+
+    def listed(*_: object, **__: object) -> None:
+        raise AssertionError("the group's documents were listed")
+
+    monkeypatch.setattr(type(indexed.store), "document_page", listed)
+    assert resolve_documents(indexed.store, "g", orchard["id"]) == [orchard]
+    with pytest.raises(AssertionError, match="listed"):  # a title still reads the listing
+        resolve_documents(indexed.store, "g", "Orchard")
+
+
 def test_deleting_a_group(indexed: GraphRoute) -> None:
     assert indexed.delete("h") == {"group": "h", "deleted_group": True, "documents": 1}
     assert [r["group"] for r in indexed.groups()] == ["g"]

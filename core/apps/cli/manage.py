@@ -102,7 +102,8 @@ def delete(
             err.print("nothing deleted")
             raise typer.Exit(1)
     try:
-        result = gr.delete(group, document)
+        # the documents confirmed: resolving the name again could find one indexed since
+        result = gr.delete(group, document, ids=None if document is None else [d["id"] for d in docs])
     except KeyboardInterrupt:
         # A store may delete a large group in several transactions (Neo4j: 5,000 nodes each),
         # so a stopped delete can leave part of the group; only running it again empties it.
