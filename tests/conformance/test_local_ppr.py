@@ -9,7 +9,7 @@ the ranking, and never read a component its seeds cannot reach.
 from __future__ import annotations
 
 from dataclasses import asdict
-from itertools import pairwise
+from itertools import pairwise, product
 
 import numpy as np
 import pytest
@@ -234,6 +234,40 @@ def test_how_far_a_stopped_read_goes_changes_the_work_not_the_scores(store: Grap
     assert default == doubled and default_stats["rows_read"] == doubled_stats["rows_read"]
     with pytest.raises(Exception, match="stop_factor must be at least 1"):
         call(stop_factor=0.5)
+
+
+def test_a_hub_looked_up_by_its_counts_changes_the_work_not_the_scores(store: GraphStore, group: str) -> None:
+    """graphroute.push looks a dense node up by its relationship counts per type before it
+    reads its edges: a hub those counts show it cannot push yet is not read at all. What is
+    pushed, and so every score, is the same as with every such node read until it stops."""
+    if store.backend != "neo4j":
+        pytest.skip("only Neo4j runs the push in the server")
+    ents = typed_corpus(store, group, 10, docs=150)
+    clear_derived()
+    from graphroute.plugins.expanders.local_ppr import Paths
+
+    saved: list[int] = []
+    for paths, eps in product(({}, ROUTE5_PATHS), (1e-4, 1e-3, 3e-3)):
+        walk = Paths(**asdict(PPR(PPR.Params(**paths)).weights()))  # type: ignore[arg-type]
+        config = {"damping": 0.5, "eps": eps, "drain": 1e-3, "max_rows": 10**9, "types": walk.edge_types(),
+                  "weights": asdict(walk)}
+        for k in range(3):
+            seeds = seeds_for(ents, k)
+
+            def call(typed: bool, seeds: list[Seed] = seeds, config: dict[str, object] = config) -> tuple[dict[str, float], dict[str, object]]:
+                rows = store._query(  # type: ignore[attr-defined]
+                    "push", "CALL graphroute.push($g, $seeds, $weights, $config) YIELD ids, scores, stats RETURN ids, scores, stats",
+                    g=group, seeds=[s.node_id for s in seeds], weights=[s.weight for s in seeds],
+                    config={**config, "typed_degrees": typed},
+                )
+                return dict(zip(rows[0]["ids"], rows[0]["scores"], strict=True)), dict(rows[0]["stats"])
+
+            (looked, looked_stats), (read, read_stats) = call(True), call(False)
+            assert looked == read, (paths, eps, k)
+            assert int(read_stats["degrees_looked_up"]) == 0
+            assert int(looked_stats["rows_read"]) <= int(read_stats["rows_read"])  # type: ignore[call-overload]
+            saved.append(int(read_stats["rows_read"]) - int(looked_stats["rows_read"]))  # type: ignore[call-overload]
+    assert max(saved) > 0, saved  # some hub was not read to its threshold
 
 
 def test_a_server_push_of_another_version_is_not_used(
