@@ -137,3 +137,10 @@ def test_a_read_brings_the_far_ends_type_degrees_where_the_store_keeps_them(stor
     for x in typed.ids:
         assert nb.far.labels[nb.far.ids.index(x)] == typed.labels[typed.ids.index(x)]
         assert nb.far.row(x) == typed.row(x), x
+    # a walk's read: the far ends of its labels only (sentences left out), each counted once
+    walk = [str(Label.ENTITY), str(Label.CHUNK), str(Label.SECTION)]
+    nb = store.neighbours(group, ids, TYPES, other_labels=walk, far_types=TYPES)
+    assert rows(nb) == rows(store.neighbours(group, ids, TYPES, other_labels=walk))
+    assert nb.far is not None and sorted(nb.far.ids) == sorted(set(nb.other)) and len(set(nb.other)) < len(nb.other)
+    assert all(nb.far.row(x) == typed_row for x, typed_row in zip(
+        nb.far.ids, (store.type_degrees(group, [x], TYPES).row(x) for x in nb.far.ids), strict=True))  # type: ignore[union-attr]
