@@ -230,9 +230,9 @@ class GraphRoute:
         if document is None:
             result = manage.delete_group(self.store, group)
         else:
-            docs = [*ids] if ids is not None else [d["id"] for d in manage.documents_to_delete(self.store, group, document)]
-            result = manage.delete_documents(self.store, group, docs, registry=self.registry, settings=self.settings)
-            if not docs:  # gone already: an interrupted delete's index steps, finished now
+            doc_ids = [*ids] if ids is not None else [d["id"] for d in manage.documents_to_delete(self.store, group, document)]
+            result = manage.delete_documents(self.store, group, doc_ids, registry=self.registry, settings=self.settings)
+            if not doc_ids:  # gone already: an interrupted delete's index steps, finished now
                 result["warnings"] = [
                     f"no document {document!r} in group {group!r}; the group's last run had not finished its "
                     "index steps, and they are finished now",

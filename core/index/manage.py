@@ -103,8 +103,8 @@ def _document_rows(store: GraphStore, group: str, nodes: list[Node], *, whole: b
 def resolve_documents(store: GraphStore, group: str, document: str) -> list[dict[str, Any]]:
     """The documents ``document`` names: an id, else a title, else a path (every document
     loaded from that file). A title two documents share is refused with their ids. An id is
-    looked up alone; a title or a path reads the group's listing."""
-    require_group(store, group)
+    looked up alone; a title or a path reads the group's listing (which names a group that
+    does not exist)."""
     named = [n for n in store.get_nodes(group, [document]) if n.label == Label.DOCUMENT]
     if named:
         return _document_rows(store, group, named, whole=False)

@@ -1294,7 +1294,7 @@ class Neo4jStore(GraphStore):
         far_typed = None if far_types is None else self._typed(far_types)
         if far_typed is not None and first_docs is None and self._typed(types):
             return self._neighbours_and_far(group, ids, types, other_labels, far_typed)
-        row = "[type(r), b.id, b.label, b.doc_id, null]"
+        row = "[type(r), b.id, b.label, b.doc_id]"
 
         def expand(rel: str) -> str:
             if not rel:
@@ -1315,27 +1315,26 @@ class Neo4jStore(GraphStore):
             )
 
         out = Neighbourhood({})
-        far: dict[str, tuple[str, list[int]]] = {}
         for r in self._around("neighbours", group, ids, types, other_labels, expand, "rows", first=first_docs):
             node = r["id"]
             out.labels[node] = r["label"]
             if not r["rows"]:
                 continue
-            types_, others, labels, docs, _ = zip(*r["rows"], strict=True)  # rows to columns, in C
+            types_, others, labels, docs = zip(*r["rows"], strict=True)  # rows to columns, in C
             out.add_columns(node, types_, others, labels, docs)
-            if far_typed is not None:  # a node's first documents: only asked by entity_chunks, not by walks
-                far.update(self._far_degrees(group, others, far_typed))
-        return out if far_typed is None else replace(out, far=TypeDegrees.of(far_typed, far))
+        if far_typed is None:
+            return out
+        # with first_docs (entity_chunks' reads, not a walk's) or no type allowed: looked up after
+        return replace(out, far=self.type_degrees(group, list(dict.fromkeys(out.other)), far_typed))
 
     def _neighbours_and_far(
         self, group: str, ids: Sequence[str], types: Collection[str], other_labels: Collection[str] | None,
         far_typed: list[str],
     ) -> Neighbourhood:
         """:meth:`neighbours` with ``far_types``: in the same statement, the type degrees of each
-        distinct far end once. Counted per row, they cost a walk's frontier one degree look-up
-        per type for every edge it reads, and a frontier's edges lead to few distinct nodes
-        (route2_local at a million generated sentences: 45,633 rows to 1,446 nodes a question),
-        which took its client push 500-530 ms a question against 270-280 without them."""
+        distinct far end once: a frontier's edges lead to few distinct nodes (route2_local at a
+        million generated sentences: 45,633 rows to 1,446 nodes a question), so counting them
+        per row would look each node's degrees up dozens of times."""
         rel = "|".join(f"`{t}`" for t in self._typed(types))
         labels = None if other_labels is None else [str(x) for x in other_labels]
         statement = (
@@ -1359,10 +1358,6 @@ class Neo4jStore(GraphStore):
                         out.add_columns(node, types_, others, other_labels_, docs)
                 far.update((x, (lb, counts)) for x, lb, counts in rec["far"])
         return replace(out, far=TypeDegrees.of(far_typed, far))
-
-    def _far_degrees(self, group: str, ids: Sequence[str], typed: list[str]) -> dict[str, tuple[str, list[int]]]:
-        td = self.type_degrees(group, list(dict.fromkeys(ids)), typed)
-        return {} if td is None else {x: (lb, c) for x, lb, c in zip(td.ids, td.labels, td.counts.tolist(), strict=True)}
 
     def _typed(self, types: Collection[str]) -> list[str]:
         """``types`` the store allows, sorted: the order of :meth:`_degree_list`'s counts."""

@@ -19,6 +19,7 @@ from graphroute.core.api.store import GraphStore, clear_derived
 from graphroute.core.lib.entities import OWN_PAGES_META
 from graphroute.core.query.services import Services
 from graphroute.plugins.expanders.graph import PPR, NodeMass, PPRPassages, typed_graph
+from graphroute.plugins.expanders.local_ppr import Paths
 from graphroute.plugins.expanders.mentions import chunk_order, chunks_in_order
 
 ROUTE5_PATHS = {"weight_section": 0.0, "weight_shares": 0.0, "weight_hub": 0.0, "weight_similar": 0.0, "weight_title": 1.0}
@@ -83,6 +84,20 @@ def seeds_for(ents: list[str], seed: int) -> list[Seed]:
     out.append(Seed(name="passage", node_id="d3:chk1", weight=0.5, tier="passage"))
     out.append(Seed(name="unknown", node_id="ent:not-a-node", weight=0.3))  # keeps its teleport share
     return out
+
+
+def call_push(
+    store: GraphStore, group: str, seeds: list[Seed], paths: dict[str, float], **config: object
+) -> tuple[dict[str, float], dict[str, object]]:
+    """graphroute.push called with ``config`` (over damping 0.5, eps 1e-4, no row limit) on the
+    walk of the ppr parameters ``paths``: its scores by node id, and its stats."""
+    walk = Paths(**asdict(PPR(PPR.Params(**paths)).weights()))  # type: ignore[arg-type]
+    base = {"damping": 0.5, "eps": 1e-4, "drain": 1e-3, "max_rows": 10**9, "types": walk.edge_types(), "weights": asdict(walk)}
+    rows = store._query(  # type: ignore[attr-defined]
+        "push", "CALL graphroute.push($g, $seeds, $weights, $config) YIELD ids, scores, stats RETURN ids, scores, stats",
+        g=group, seeds=[s.node_id for s in seeds], weights=[s.weight for s in seeds], config={**base, **config},
+    )
+    return dict(zip(rows[0]["ids"], rows[0]["scores"], strict=True)), dict(rows[0]["stats"])
 
 
 @pytest.mark.parametrize("engine", ["auto", "client"])
@@ -176,7 +191,7 @@ def test_the_database_push_stops_reading_a_hub_and_bounds_its_work(store: GraphS
     clear_derived()
     seeds = [Seed(name=e, node_id=e, weight=1.0) for e in (ents[3], ents[8], ents[20])]
     paths = PPR(PPR.Params(**ROUTE5_PATHS)).weights()  # type: ignore[arg-type]
-    from graphroute.plugins.expanders.local_ppr import Paths, push_in_database
+    from graphroute.plugins.expanders.local_ppr import push_in_database
 
     walk = Paths(**asdict(paths))
     got = push_in_database(store, group, [s.node_id for s in seeds], np.ones(3), walk, damping=0.5, eps=1e-2)
@@ -212,19 +227,9 @@ def test_how_far_a_stopped_read_goes_changes_the_work_not_the_scores(store: Grap
     ents = typed_corpus(store, group, 10)
     clear_derived()
     seeds = seeds_for(ents, 1)
-    paths = PPR(PPR.Params(**ROUTE5_PATHS)).weights()  # type: ignore[arg-type]
-    from graphroute.plugins.expanders.local_ppr import Paths
-
-    walk = Paths(**asdict(paths))
-    config = {"damping": 0.5, "eps": 1e-4, "drain": 1e-3, "max_rows": 10**9, "types": walk.edge_types(),
-              "weights": asdict(walk)}
 
     def call(**extra: float) -> tuple[dict[str, float], dict[str, object]]:
-        rows = store._query(  # type: ignore[attr-defined]
-            "push", "CALL graphroute.push($g, $seeds, $weights, $config) YIELD ids, scores, stats RETURN ids, scores, stats",
-            g=group, seeds=[s.node_id for s in seeds], weights=[s.weight for s in seeds], config={**config, **extra},
-        )
-        return dict(zip(rows[0]["ids"], rows[0]["scores"], strict=True)), dict(rows[0]["stats"])
+        return call_push(store, group, seeds, ROUTE5_PATHS, **extra)
 
     (every, every_stats), (doubled, doubled_stats), (default, default_stats) = call(stop_factor=1.0), call(stop_factor=2.0), call()
     assert set(every) == set(doubled) and len(every) > 20
@@ -237,32 +242,21 @@ def test_how_far_a_stopped_read_goes_changes_the_work_not_the_scores(store: Grap
 
 
 def test_a_hub_looked_up_by_its_counts_changes_the_work_not_the_scores(store: GraphStore, group: str) -> None:
-    """graphroute.push looks a dense node up by its relationship counts per type before it
-    reads its edges: a hub those counts show it cannot push yet is not read at all. What is
-    pushed, and so every score, is the same as with every such node read until it stops."""
+    """A graphroute.push read that has gone through 64 relationships looks its node up by its
+    relationship counts per type, and a hub those counts show it cannot push yet is read no
+    further. What is pushed, and so every score, is the same as with every such node read
+    until it stops."""
     if store.backend != "neo4j":
         pytest.skip("only Neo4j runs the push in the server")
     ents = typed_corpus(store, group, 10, docs=150)
     clear_derived()
-    from graphroute.plugins.expanders.local_ppr import Paths
-
     saved: list[int] = []
     for paths, eps in product(({}, ROUTE5_PATHS), (1e-4, 1e-3, 3e-3)):
-        walk = Paths(**asdict(PPR(PPR.Params(**paths)).weights()))  # type: ignore[arg-type]
-        config = {"damping": 0.5, "eps": eps, "drain": 1e-3, "max_rows": 10**9, "types": walk.edge_types(),
-                  "weights": asdict(walk)}
         for k in range(3):
             seeds = seeds_for(ents, k)
-
-            def call(typed: bool, seeds: list[Seed] = seeds, config: dict[str, object] = config) -> tuple[dict[str, float], dict[str, object]]:
-                rows = store._query(  # type: ignore[attr-defined]
-                    "push", "CALL graphroute.push($g, $seeds, $weights, $config) YIELD ids, scores, stats RETURN ids, scores, stats",
-                    g=group, seeds=[s.node_id for s in seeds], weights=[s.weight for s in seeds],
-                    config={**config, "typed_degrees": typed},
-                )
-                return dict(zip(rows[0]["ids"], rows[0]["scores"], strict=True)), dict(rows[0]["stats"])
-
-            (looked, looked_stats), (read, read_stats) = call(True), call(False)
+            (looked, looked_stats), (read, read_stats) = (
+                call_push(store, group, seeds, paths, eps=eps, typed_degrees=typed) for typed in (True, False)
+            )
             assert looked == read, (paths, eps, k)
             assert int(read_stats["degrees_looked_up"]) == 0
             assert int(looked_stats["rows_read"]) <= int(read_stats["rows_read"])  # type: ignore[call-overload]
@@ -423,7 +417,7 @@ def test_type_degrees_decide_a_far_end_only_where_the_label_does() -> None:
     """A chunk's MENTIONS lead to entities, so its type degrees are its degree; an entity's
     MENTIONS may come from sentences, so its degree is only bounded by its other types."""
     from graphroute.core.api.neighbourhood import TypeDegrees
-    from graphroute.plugins.expanders.local_ppr import Paths, decided_degrees
+    from graphroute.plugins.expanders.local_ppr import decided_degrees
 
     types = (EdgeType.CO_OCCURS, EdgeType.IN_SECTION, EdgeType.MENTIONS)
     typed = TypeDegrees(

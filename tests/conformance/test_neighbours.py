@@ -144,3 +144,7 @@ def test_a_read_brings_the_far_ends_type_degrees_where_the_store_keeps_them(stor
     assert nb.far is not None and sorted(nb.far.ids) == sorted(set(nb.other)) and len(set(nb.other)) < len(nb.other)
     assert all(nb.far.row(x) == typed_row for x, typed_row in zip(
         nb.far.ids, (store.type_degrees(group, [x], TYPES).row(x) for x in nb.far.ids), strict=True))  # type: ignore[union-attr]
+    # a node's first documents only (entity_chunks' reads): their far ends' degrees too
+    firsts = store.neighbours(group, ids, TYPES, first_docs=1, far_types=TYPES)
+    assert firsts.far is not None and sorted(firsts.far.ids) == sorted(set(firsts.other)) and firsts.other
+    assert all(firsts.far.row(x) == nb.far.row(x) for x in firsts.far.ids if x in nb.far.ids)
