@@ -747,8 +747,8 @@ class PPR(Stage):
         push_eps: float = Field(
             DEFAULT_PUSH_EPS, gt=0.0, le=1e-2,
             description="solver push: residual per unit of degree left unpushed (where it starts, with "
-            "push_tolerance). Each score is below the exact one by at most eps x damping / (1 - damping) x "
-            "the node's degree (the trace's error_bound); smaller is closer and reads more of the graph.",
+            "push_tolerance). Each score is within eps x damping / (1 - damping) x the node's degree of the "
+            "exact one (the trace's error_bound); smaller is closer and reads more of the graph.",
         )
         push_tolerance: float | None = Field(
             0.05, gt=0.0, le=10.0,

@@ -49,7 +49,7 @@ import numpy as np
 from filelock import FileLock, Timeout
 from graphroute.core.api.components import ComponentParams, StoreBackend
 from graphroute.core.api.models import Edge, Label, Node
-from graphroute.core.api.neighbourhood import NeighbourCounts, Neighbourhood
+from graphroute.core.api.neighbourhood import NeighbourCounts, Neighbourhood, TypeDegrees
 from graphroute.core.api.store import (
     Direction,
     GraphStore,
@@ -896,6 +896,23 @@ class EmbeddedStore(GraphStore):
     def count_nodes(self, group: str, label: str) -> int:
         row = self._conn().execute("SELECT COUNT(*) FROM nodes WHERE grp = ? AND label = ?", (group, str(label))).fetchone()
         return int(row[0])
+
+    @_reads
+    def type_totals(self, group: str, types: Collection[str]) -> TypeDegrees | None:
+        # each edge counted at both ends, from the type index, with the end's label
+        typed = [str(t) for t in types]
+        found: dict[str, list[int]] = {}
+        if typed:
+            ends = (
+                f"SELECT n.label, e.type FROM edges e JOIN nodes n ON n.grp = e.grp AND n.id = e.{end} "
+                f"WHERE e.grp = ? AND e.type IN ({_marks(len(typed))})"
+                for end in ("src", "dst")
+            )
+            sql = f"SELECT label, type, COUNT(*) FROM ({' UNION ALL '.join(ends)}) GROUP BY label, type"
+            col = {t: j for j, t in enumerate(typed)}
+            for label, t, n in self._conn().execute(sql, [group, *typed, group, *typed]):
+                found.setdefault(label, [0] * len(typed))[col[t]] += int(n)
+        return TypeDegrees.of(typed, {label: (label, counts) for label, counts in found.items()})
 
     @_reads
     def document_page(self, group: str, limit: int | None, offset: int = 0) -> list[Node]:

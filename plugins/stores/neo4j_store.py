@@ -1467,6 +1467,17 @@ class Neo4jStore(GraphStore):
         }
         return TypeDegrees.of(typed, found)
 
+    def type_totals(self, group: str, types: Collection[str]) -> TypeDegrees | None:
+        # every node of the group read once, its degrees looked up per type (no edge read)
+        typed = self._typed(types)
+        if not typed:
+            return TypeDegrees.of([], {})
+        sums = ", ".join(f"sum(COUNT {{ (a)-[:`{t}`]-() }})" for t in typed)
+        rows = self._query(
+            "type_totals", f"MATCH (a:GRNode {{group: $g}}) RETURN a.label AS label, [{sums}] AS counts", g=group
+        )
+        return TypeDegrees.of(typed, {str(r["label"]): (str(r["label"]), r["counts"]) for r in rows})
+
     def iter_edges(self, group: str, types: Collection[str] | None = None) -> Iterator[Edge]:
         if types is not None and not types:
             return iter(())
