@@ -763,6 +763,13 @@ class PPR(Stage):
             "client; client: always from the client, a store read per frontier. A push_tolerance is always "
             "certified from the client.",
         )
+        push_remainder: Literal["degree", "none"] = Field(
+            "degree",
+            description="solver push without push_tolerance: degree adds to the 100 best entities' and chunks' "
+            "scores their degree's share of the mass the push left unpushed (l1_error_bound), where that mass's "
+            "walks end once mixed over the graph (docs/pages/scaling.md, Equivalence); none ranks by the push's "
+            "own estimate, below the exact scores.",
+        )
         tol: float = Field(
             1e-10, gt=0.0, le=1e-2,
             description="solver power: L1 change that stops the iteration; solver cg: bound on the L1 error that stops it.",

@@ -851,7 +851,7 @@ def run_push(stage: PPR, state: QueryState, ctx: StageContext, seed_ids: Sequenc
     if res is None:
         res = push_pagerank(store, state.group, seed_ids, seed_weights, paths, damping=damping, eps=p.push_eps,
                             tolerance=p.push_tolerance, top_k=p.top_k)
-    if p.push_tolerance is None:  # a certified push ranks by the estimate its certificate is about
+    if p.push_tolerance is None and p.push_remainder == "degree":  # a certified push ranks by the estimate its certificate is about
         res = spread_remainder(store, state.group, res, paths)
     mass = settle_ties(res.scores)
     n = len(res.ids)

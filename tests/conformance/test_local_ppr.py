@@ -477,18 +477,20 @@ def test_the_remainders_spread_brings_a_coarse_push_nearer_the_exact_scores(
     exact, _ = run(store, group, seeds, solver="direct", top_k=30, budget=1.0, **ROUTE5_PATHS)
     exact_ent = {e.id: e.score for e in exact.entities}
 
-    def push() -> tuple[dict[str, float], dict[str, object]]:
+    def push(remainder: str = "degree") -> tuple[dict[str, float], dict[str, object]]:
         state, stats = run(store, group, seeds, solver="push", push_eps=1e-3, push_tolerance=None, top_k=30, budget=1.0,
-                           push_engine=engine, **ROUTE5_PATHS)
+                           push_engine=engine, push_remainder=remainder, **ROUTE5_PATHS)
         return {e.id: e.score for e in state.entities}, stats
 
     spread, stats = push()
     assert stats["remainder_spread_to"] and float(stats["graph_volume"]) > 0  # type: ignore[arg-type]
     assert float(stats["l1_error_bound"]) > 0.01  # type: ignore[arg-type]  # a coarse push: much is left
-    monkeypatch.setattr(store, "type_totals", lambda *a, **k: None)
-    clear_derived()
-    plain, plain_stats = push()
+    plain, plain_stats = push("none")
     assert plain_stats["remainder_spread_to"] == 0 and plain_stats["graph_volume"] is None
+    monkeypatch.setattr(store, "type_totals", lambda *a, **k: None)  # a store that cannot count its volume
+    clear_derived()
+    unable, unable_stats = push()
+    assert unable == plain and unable_stats["remainder_spread_to"] == 0 and unable_stats["graph_volume"] is None
 
     def error(scores: dict[str, float]) -> float:
         return sum(abs(exact_ent[e] - scores.get(e, 0.0)) for e in exact_ent)
