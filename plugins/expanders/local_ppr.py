@@ -767,7 +767,7 @@ def graph_volume(store: GraphStore, group: str, paths: Paths) -> float | None:
     :meth:`GraphStore.type_totals`, counted once per store version; None when the store
     cannot count it."""
     types = sorted(paths.edge_types())
-    td = per_version(store, group, ("type_totals", tuple(types)), lambda: store.type_totals(group, types))
+    td = per_version(store, group, ("type_totals", tuple(types)), lambda: store.type_totals(group, types, WALK_LABELS))
     return None if td is None else volume(td, paths)
 
 

@@ -898,19 +898,20 @@ class EmbeddedStore(GraphStore):
         return int(row[0])
 
     @_reads
-    def type_totals(self, group: str, types: Collection[str]) -> TypeDegrees | None:
+    def type_totals(self, group: str, types: Collection[str], labels: Collection[str]) -> TypeDegrees | None:
         # each edge counted at both ends, from the type index, with the end's label
-        typed = [str(t) for t in types]
+        typed, wanted = [str(t) for t in types], [str(lb) for lb in labels]
         found: dict[str, list[int]] = {}
-        if typed:
+        if typed and wanted:
             ends = (
                 f"SELECT n.label, e.type FROM edges e JOIN nodes n ON n.grp = e.grp AND n.id = e.{end} "
-                f"WHERE e.grp = ? AND e.type IN ({_marks(len(typed))})"
+                f"WHERE e.grp = ? AND e.type IN ({_marks(len(typed))}) AND n.label IN ({_marks(len(wanted))})"
                 for end in ("src", "dst")
             )
             sql = f"SELECT label, type, COUNT(*) FROM ({' UNION ALL '.join(ends)}) GROUP BY label, type"
             col = {t: j for j, t in enumerate(typed)}
-            for label, t, n in self._conn().execute(sql, [group, *typed, group, *typed]):
+            args = [group, *typed, *wanted]
+            for label, t, n in self._conn().execute(sql, args + args):
                 found.setdefault(label, [0] * len(typed))[col[t]] += int(n)
         return TypeDegrees.of(typed, {label: (label, counts) for label, counts in found.items()})
 

@@ -1467,14 +1467,19 @@ class Neo4jStore(GraphStore):
         }
         return TypeDegrees.of(typed, found)
 
-    def type_totals(self, group: str, types: Collection[str]) -> TypeDegrees | None:
-        # every node of the group read once, its degrees looked up per type (no edge read)
+    def type_totals(self, group: str, types: Collection[str], labels: Collection[str]) -> TypeDegrees | None:
+        # each node of the labels found by the (group, label) index, its degrees looked up per
+        # type (no edge read): ~1 microsecond a node and type, 3-4 s for a million sentences'
+        # 558,000 entities, chunks and sections
         typed = self._typed(types)
         if not typed:
             return TypeDegrees.of([], {})
         sums = ", ".join(f"sum(COUNT {{ (a)-[:`{t}`]-() }})" for t in typed)
         rows = self._query(
-            "type_totals", f"MATCH (a:GRNode {{group: $g}}) RETURN a.label AS label, [{sums}] AS counts", g=group
+            "type_totals",
+            "UNWIND $labels AS l MATCH (a:GRNode {group: $g, label: l}) USING INDEX a:GRNode(group, label) "
+            f"RETURN l AS label, [{sums}] AS counts",
+            g=group, labels=[str(lb) for lb in labels],
         )
         return TypeDegrees.of(typed, {str(r["label"]): (str(r["label"]), r["counts"]) for r in rows})
 

@@ -447,7 +447,7 @@ def test_the_graph_volume_from_type_totals_is_the_typed_graphs(store: GraphStore
     clear_derived()
     weights = PPR(PPR.Params(**paths)).weights()  # type: ignore[arg-type]
     walk = Paths(**asdict(weights))
-    totals = store.type_totals(group, walk.edge_types())
+    totals = store.type_totals(group, walk.edge_types(), [Label.ENTITY, Label.CHUNK, Label.SECTION, Label.SENTENCE])
     assert totals is not None and set(totals.labels) == {Label.ENTITY, Label.CHUNK, Label.SECTION, Label.SENTENCE}
     # each label's totals: every edge end of each type at its nodes, whatever the other end
     ends: dict[tuple[str, str], int] = {}
@@ -458,6 +458,10 @@ def test_the_graph_volume_from_type_totals_is_the_typed_graphs(store: GraphStore
     for i, label in enumerate(totals.labels):
         for j, t in enumerate(totals.types):
             assert int(totals.counts[i, j]) == ends.get((label, t), 0), (label, t)
+    walked = store.type_totals(group, walk.edge_types(), [Label.ENTITY, Label.CHUNK])
+    assert walked is not None and sorted(walked.labels) == sorted([Label.ENTITY, Label.CHUNK])
+    keep = [totals.labels.index(lb) for lb in walked.labels]
+    np.testing.assert_array_equal(walked.counts, totals.counts[keep])
     g = typed_graph(store, group, weights)
     assert volume(totals, walk) == pytest.approx(float(g.adjacency.sum()), rel=1e-12)
     assert graph_volume(store, group, walk) == pytest.approx(float(g.adjacency.sum()), rel=1e-12)
