@@ -820,10 +820,17 @@ def spread_remainder(store: GraphStore, group: str, res: LocalPPR, paths: Paths)
 
 
 def node_degrees(store: GraphStore, group: str, ids: Sequence[str], paths: Paths) -> np.ndarray:
-    """The weighted degrees of ``ids`` in the typed graph, from the degree cache or counted
-    whole in the store (one call for those not cached); 0 for an id not in the group."""
+    """The weighted degrees of ``ids`` in the typed graph, from the degree cache, the store's
+    type degrees where the node's label decides every far end (a chunk's), or counted whole
+    in the store (one call each for those not cached); 0 for an id not in the group."""
     cache = _DEGREES.of(store, group, paths)
     missing = [x for x in dict.fromkeys(ids) if x not in cache]
+    typed = store.type_degrees(group, missing, paths.edge_types()) if missing else None
+    if typed is not None:
+        deg, whole = decided_degrees(typed, paths)
+        for r in np.flatnonzero(whole).tolist():
+            cache[typed.ids[r]] = (float(deg[r]), typed.labels[r])
+        missing = [x for x in missing if x not in cache]
     if missing:
         nc = store.neighbour_counts(group, missing, paths.edge_types(), other_labels=WALK_LABELS)
         found = degrees(nc, paths)

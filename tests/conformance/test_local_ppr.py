@@ -441,7 +441,8 @@ def test_the_graph_volume_from_type_totals_is_the_typed_graphs(store: GraphStore
     """The volume counted per label and type in the store (sentences' mentions of entities
     left out by counting MENTIONS at the chunks) is the sum of the exact solver's weighted
     degrees; the totals are the nodes' type degrees summed."""
-    from graphroute.plugins.expanders.local_ppr import graph_volume, volume
+    from graphroute.plugins.expanders import local_ppr
+    from graphroute.plugins.expanders.local_ppr import graph_volume, node_degrees, volume
 
     typed_corpus(store, group, 7)
     clear_derived()
@@ -465,6 +466,11 @@ def test_the_graph_volume_from_type_totals_is_the_typed_graphs(store: GraphStore
     g = typed_graph(store, group, weights)
     assert volume(totals, walk) == pytest.approx(float(g.adjacency.sum()), rel=1e-12)
     assert graph_volume(store, group, walk) == pytest.approx(float(g.adjacency.sum()), rel=1e-12)
+    # each node's degree, from type degrees (chunks, on Neo4j) or counted whole (entities)
+    local_ppr._DEGREES._tables.clear()
+    asked = [x for x in g.ids if x.startswith("ent:")][:30] + [x for x in g.ids if ":chk" in x][:30] + ["ent:not-a-node"]
+    exact = np.asarray(g.adjacency.sum(axis=0)).ravel()
+    np.testing.assert_allclose(node_degrees(store, group, asked, walk), [*(exact[g.index[x]] for x in asked[:-1]), 0.0])
 
 
 @pytest.mark.parametrize("engine", ["auto", "client"])
