@@ -444,7 +444,11 @@ def test_the_graph_volume_from_type_totals_is_the_typed_graphs(store: GraphStore
     from graphroute.plugins.expanders import local_ppr
     from graphroute.plugins.expanders.local_ppr import graph_volume, node_degrees, volume
 
-    typed_corpus(store, group, 7)
+    ents = typed_corpus(store, group, 7)
+    # one entity more often in sentences than its chunks' share: its mentions tell its degree less well
+    talked_of = ents[5]
+    store.write(group, [Node(id=f"x{i}", label=Label.SENTENCE, group=group) for i in range(40)],
+                [Edge(src=f"x{i}", dst=talked_of, type=EdgeType.MENTIONS, group=group) for i in range(40)])
     clear_derived()
     weights = PPR(PPR.Params(**paths)).weights()  # type: ignore[arg-type]
     walk = Paths(**asdict(weights))
@@ -466,11 +470,22 @@ def test_the_graph_volume_from_type_totals_is_the_typed_graphs(store: GraphStore
     g = typed_graph(store, group, weights)
     assert volume(totals, walk) == pytest.approx(float(g.adjacency.sum()), rel=1e-12)
     assert graph_volume(store, group, walk) == pytest.approx(float(g.adjacency.sum()), rel=1e-12)
-    # each node's degree, from type degrees (chunks, on Neo4j) or counted whole (entities)
+    # the spread's degrees: a chunk's exact (type degrees on Neo4j, counted on the embedded
+    # store); an entity's exact where counted, else its mentions at the group's chunk share,
+    # which over every entity adds up to the exact total
     local_ppr._DEGREES._tables.clear()
-    asked = [x for x in g.ids if x.startswith("ent:")][:30] + [x for x in g.ids if ":chk" in x][:30] + ["ent:not-a-node"]
     exact = np.asarray(g.adjacency.sum(axis=0)).ravel()
-    np.testing.assert_allclose(node_degrees(store, group, asked, walk), [*(exact[g.index[x]] for x in asked[:-1]), 0.0])
+    entities, chunks = [x for x in g.ids if x.startswith("ent:")], [x for x in g.ids if ":chk" in x]
+    np.testing.assert_allclose(node_degrees(store, group, [*chunks, "ent:not-a-node"], walk), [*(exact[g.index[x]] for x in chunks), 0.0])
+    spread_deg = node_degrees(store, group, entities, walk)
+    exact_deg = np.array([exact[g.index[x]] for x in entities])
+    assert spread_deg.sum() == pytest.approx(exact_deg.sum(), rel=1e-9)
+    if store.type_degrees(group, entities[:1], walk.edge_types()) is None:
+        np.testing.assert_allclose(spread_deg, exact_deg)
+    else:
+        over = entities.index(talked_of)
+        assert spread_deg[over] > exact_deg[over]
+        assert np.corrcoef(spread_deg, exact_deg)[0, 1] > 0.9
 
 
 @pytest.mark.parametrize("engine", ["auto", "client"])
