@@ -40,8 +40,9 @@ ends in proportion to degree. A hub's exact score is mostly such mass, and its r
 threshold, ``eps deg``, is the highest: without it the push ranks the hubs low. So the
 scores the stage ranks by add each of the best entities' and chunks' degree share of that
 mass, ``l1_error_bound x deg(v) / vol`` (``vol``, the typed graph's volume, counted in the
-store per store version: :meth:`GraphStore.type_totals`). The share is below the node's
-bound, so a score stays within ``error_bound x deg(v)`` of the exact one, on either side.
+store per store version: :meth:`GraphStore.type_totals`). With the node's own degree the
+share is below its bound, so a score stays within ``error_bound x deg(v)`` of the exact
+one, on either side (an entity's degree may be an estimate: :func:`node_degrees`).
 
 **Reading only what is pushed.** A node's degree is counted in the store
 (:meth:`GraphStore.neighbour_counts`: the expansion stays in the database) before its edges
@@ -803,9 +804,10 @@ def spread_remainder(store: GraphStore, group: str, res: LocalPPR, paths: Paths)
     still to take from the residual. On a graph where those walks mix before they stop (the
     damping's mean walk of ``1 / (1 - d)`` steps), each node ends with its degree's share of
     that mass: ``l1_error_bound x deg(v) / vol``. A hub gains most, and a hub is where the
-    push errs most (its residual threshold grows with its degree). Each node's share is at
-    most its ``error_bound x deg(v)`` (every residual is below ``eps`` times its degree), so
-    the scores stay within that bound of the exact ones, now on either side. Given to the
+    push errs most (its residual threshold grows with its degree). With a node's own degree
+    its share is at most its ``error_bound x deg(v)`` (every residual is below ``eps`` times
+    its degree), so its score stays within that bound of the exact one, now on either side.
+    Given to the
     ``SPREAD_POOL`` best entities and chunks, by :func:`node_degrees`, the same whichever
     engine walked; no spread when the store cannot count the graph's volume."""
     vol = graph_volume(store, group, paths)
