@@ -552,9 +552,9 @@ class GraphStore(ABC):
     def type_totals(self, group: str, types: Collection[str], labels: Collection[str]) -> TypeDegrees | None:
         """:meth:`type_degrees` summed over the group's nodes of each of ``labels``: one row
         per label that has nodes (its ``ids`` and ``labels`` both the label), each type's
-        edge ends at that label's nodes, whatever the other end. The size of the group's graph per edge type,
-        which a local walk needs and cannot see (the push spreads what it leaves unpushed
-        in proportion to degree over it). Counted in the backend without reading edges
+        edge ends at that label's nodes, whatever the other end: the size of the group's
+        graph per edge type, which a local walk needs and cannot see (the push spreads what
+        it leaves unpushed over it in proportion to degree). Counted in the backend without reading edges
         where it keeps degrees; a caller keeps it per store version. None when the backend
         cannot count it (the default)."""
         return None

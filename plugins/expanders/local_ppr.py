@@ -777,6 +777,12 @@ def graph_volume(store: GraphStore, group: str, paths: Paths) -> float | None:
     return None if td is None else volume(td, paths)
 
 
+def _edge_weight(edge_type: str, label: str, far: str, paths: Paths) -> float:
+    """:func:`_weights` of one edge of ``edge_type`` between a ``label`` node and a ``far`` one."""
+    code = np.array([_CODES.get(edge_type, 0)], dtype=np.int8)
+    return float(_weights(code, _kinds([label]), _kinds([far]), paths)[0])
+
+
 def volume(td: TypeDegrees, paths: Paths) -> float:
     """The typed graph's volume from per-label type totals: each type counted at the ends
     whose label decides the far end (``OTHER_END``); where only one end's label does (a
@@ -784,15 +790,12 @@ def volume(td: TypeDegrees, paths: Paths) -> float:
     count stands for both ends of the edge."""
     total = 0.0
     for i, label in enumerate(td.labels):
-        kind = np.array([_KINDS.get(label, UNKNOWN)], dtype=np.int8)
         for j, t in enumerate(td.types):
             far = OTHER_END.get((label, t))
             if far is None:
                 continue
-            code = np.array([_CODES.get(t, 0)], dtype=np.int8)
-            w = float(_weights(code, kind, np.array([_KINDS[far]], dtype=np.int8), paths)[0])
             ends = 1 if (far, t) in OTHER_END else 2
-            total += w * float(td.counts[i, j]) * ends
+            total += _edge_weight(t, label, far, paths) * float(td.counts[i, j]) * ends
     return total
 
 
@@ -807,9 +810,8 @@ def spread_remainder(store: GraphStore, group: str, res: LocalPPR, paths: Paths)
     push errs most (its residual threshold grows with its degree). With a node's own degree
     its share is at most its ``error_bound x deg(v)`` (every residual is below ``eps`` times
     its degree), so its score stays within that bound of the exact one, now on either side.
-    Given to the
-    ``SPREAD_POOL`` best entities and chunks, by :func:`node_degrees`, the same whichever
-    engine walked; no spread when the store cannot count the graph's volume."""
+    Given to the ``SPREAD_POOL`` best entities and chunks, by :func:`node_degrees`, the same
+    whichever engine walked; no spread when the store cannot count the graph's volume."""
     vol = graph_volume(store, group, paths)
     if not vol or res.l1_error_bound <= 0 or not len(res.ids):
         return res
@@ -850,9 +852,7 @@ def node_degrees(store: GraphStore, group: str, ids: Sequence[str], paths: Paths
                 w * float(typed.counts[r, j]) for j, t in enumerate(typed.types) if (w := shares.get((label, t), 0.0))
             )
             estimated[typed.ids[r]] = float(deg[r]) + extra
-        found = set(typed.ids)
-        missing = [x for x in missing if x not in cache and x not in estimated and x not in found]
-        for x in missing:  # not a node of the group
+        for x in set(missing).difference(typed.ids):  # not a node of the group
             cache[x] = (0.0, "")
         missing = []
     if missing:
@@ -872,17 +872,14 @@ def undecided_shares(totals: TypeDegrees, paths: Paths) -> dict[tuple[str, str],
     out: dict[tuple[str, str], float] = {}
     row = {label: i for i, label in enumerate(totals.labels)}
     for label, i in row.items():
-        kind = np.array([_KINDS.get(label, UNKNOWN)], dtype=np.int8)
         for j, t in enumerate(totals.types):
             ends = float(totals.counts[i, j])
             if (label, t) in OTHER_END or ends <= 0:
                 continue
             for far, k in row.items():
-                if OTHER_END.get((far, t)) != label:
-                    continue
-                code = np.array([_CODES.get(t, 0)], dtype=np.int8)
-                w = float(_weights(code, kind, np.array([_KINDS.get(far, UNKNOWN)], dtype=np.int8), paths)[0])
-                out[(label, t)] = out.get((label, t), 0.0) + w * float(totals.counts[k, j]) / ends
+                if OTHER_END.get((far, t)) == label:
+                    w = _edge_weight(t, label, far, paths)
+                    out[(label, t)] = out.get((label, t), 0.0) + w * float(totals.counts[k, j]) / ends
     return out
 
 
