@@ -678,6 +678,7 @@ class GraphStore(ABC):
         eps: float,
         drain: float,
         max_rows: int,
+        spread: Mapping[str, Any] | None = None,
     ) -> PushedScores | None:
         """Personalised PageRank from weighted seeds by forward push, run inside the database
         where a backend can (Neo4j with graphroute's procedures installed:
@@ -686,8 +687,13 @@ class GraphStore(ABC):
         ``weights`` the path weights by name (entity, section, similar, shares, hub,
         mentions, title), ``eps`` and ``drain`` the push thresholds of
         :mod:`graphroute.plugins.expanders.local_ppr`, ``max_rows`` the most edges one call
-        reads (past it the walk stops and its stats say ``truncated``). The built-in
-        embedded store returns None."""
+        reads (past it the walk stops and its stats say ``truncated``). ``spread``, when
+        given, asks for the remainder's spread of
+        :func:`graphroute.plugins.expanders.local_ppr.spread_remainder` to be added to the
+        scores in the database: ``volume`` (the typed graph's), ``pool`` (the best entities
+        and chunks that get a share) and ``weights`` (per label, per edge type: what an edge
+        end adds to a degree, :func:`~graphroute.plugins.expanders.local_ppr.degree_weights`);
+        the stats then say ``spread_to``. The built-in embedded store returns None."""
         return None
 
     def pushes_in_database(self) -> bool:

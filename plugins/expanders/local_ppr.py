@@ -713,15 +713,19 @@ def push_in_database(
     damping: float,
     eps: float,
     top_k: int = 10,
+    spread: bool = False,
 ) -> LocalPPR | None:
     """:func:`push_pagerank`'s walk run inside the database by :meth:`GraphStore.push_pagerank`
     (the same thresholds, DRAIN included, and the same bound); None when the store cannot.
     Its ``ranked_error`` is the L1 bound over the smaller of the ``top_k``-th entity's and
     chunk's scores (no per-node bounds come back, so it is the looser of the two
-    certificates)."""
+    certificates). With ``spread``, the walk's scores come back with the remainder's spread
+    (:func:`spread_remainder`) added in the database, which reads the pool's degrees where
+    they are: no round trip for them (about 5 ms a question at a million sentences)."""
+    plan = spread_plan(store, group, paths) if spread else None
     got = store.push_pagerank(
         group, list(seed_ids), np.asarray(seed_weights, dtype=np.float64).tolist(), types=paths.edge_types(),
-        weights=asdict(paths), damping=damping, eps=eps, drain=DRAIN, max_rows=MAX_PUSH_ROWS,
+        weights=asdict(paths), damping=damping, eps=eps, drain=DRAIN, max_rows=MAX_PUSH_ROWS, spread=plan,
     )
     if got is None:
         return None
@@ -753,6 +757,8 @@ def push_in_database(
         counts_stopped=int(st.get("counts_stopped", 0)),
         in_database=True,
         truncated=bool(st.get("truncated", False)),
+        spread_to=int(st.get("spread_to", 0)),
+        volume=float(plan["volume"]) if plan is not None else None,
     )
 
 
@@ -799,6 +805,36 @@ def volume(td: TypeDegrees, paths: Paths) -> float:
     return total
 
 
+def degree_weights(totals: TypeDegrees | None, paths: Paths) -> dict[str, dict[str, float]]:
+    """The weight an edge end of each type adds to a node's degree in the remainder's
+    spread, by the node's label: the edge's weight where the label decides the far end
+    (``OTHER_END``), else the expected weight from :func:`undecided_shares` (an entity's
+    MENTIONS, some from sentences). A node's spread degree is its relationship count of
+    each type times these, :func:`node_degrees` in the client and the procedure alike."""
+    shares = undecided_shares(totals, paths) if totals is not None else {}
+    out: dict[str, dict[str, float]] = {}
+    for label in WALK_LABELS:
+        row = {}
+        for t in sorted(paths.edge_types()):
+            far = OTHER_END.get((label, t))
+            w = _edge_weight(t, label, far, paths) if far is not None else shares.get((label, t), 0.0)
+            if w > 0:
+                row[t] = w
+        out[label] = row
+    return out
+
+
+def spread_plan(store: GraphStore, group: str, paths: Paths) -> dict[str, Any] | None:
+    """What :meth:`GraphStore.push_pagerank` needs to spread the remainder itself: the
+    graph's volume, the pool size and :func:`degree_weights`; None when the store cannot
+    count the graph's volume (and then nothing is spread)."""
+    totals = type_totals(store, group, paths)
+    vol = None if totals is None else volume(totals, paths)
+    if not vol:
+        return None
+    return {"volume": vol, "pool": SPREAD_POOL, "weights": degree_weights(totals, paths)}
+
+
 def spread_remainder(store: GraphStore, group: str, res: LocalPPR, paths: Paths) -> LocalPPR:
     """``res`` with the walk mass of what the push left unpushed spread over the graph in
     proportion to degree, the walk's stationary distribution on an undirected graph.
@@ -841,17 +877,15 @@ def node_degrees(store: GraphStore, group: str, ids: Sequence[str], paths: Paths
     typed = store.type_degrees(group, missing, paths.edge_types()) if missing else None
     estimated: dict[str, float] = {}
     if typed is not None:
-        deg, whole = decided_degrees(typed, paths)
-        for r in np.flatnonzero(whole).tolist():
-            cache[typed.ids[r]] = (float(deg[r]), typed.labels[r])
-        totals = type_totals(store, group, paths)
-        shares = undecided_shares(totals, paths) if totals is not None else {}
-        for r in np.flatnonzero(~whole).tolist():
-            label = typed.labels[r]
-            extra = sum(
-                w * float(typed.counts[r, j]) for j, t in enumerate(typed.types) if (w := shares.get((label, t), 0.0))
-            )
-            estimated[typed.ids[r]] = float(deg[r]) + extra
+        _, whole = decided_degrees(typed, paths)
+        table = degree_weights(type_totals(store, group, paths), paths)
+        for r, (x, label) in enumerate(zip(typed.ids, typed.labels, strict=True)):
+            w = table.get(label, {})
+            deg = sum(w[t] * float(typed.counts[r, j]) for j, t in enumerate(typed.types) if t in w)
+            if whole[r]:
+                cache[x] = (deg, label)
+            else:
+                estimated[x] = deg
         for x in set(missing).difference(typed.ids):  # not a node of the group
             cache[x] = (0.0, "")
         missing = []
@@ -897,13 +931,16 @@ def run_push(stage: PPR, state: QueryState, ctx: StageContext, seed_ids: Sequenc
         )
     paths = Paths(**asdict(w))
     res = None
+    # a certified push ranks by the estimate its certificate is about: no spread
+    spread = p.push_tolerance is None and p.push_remainder == "degree"
     if p.push_engine == "auto" and p.push_tolerance is None:
-        res = push_in_database(store, state.group, seed_ids, seed_weights, paths, damping=damping, eps=p.push_eps, top_k=p.top_k)
+        res = push_in_database(store, state.group, seed_ids, seed_weights, paths, damping=damping, eps=p.push_eps,
+                               top_k=p.top_k, spread=spread)
     if res is None:
         res = push_pagerank(store, state.group, seed_ids, seed_weights, paths, damping=damping, eps=p.push_eps,
                             tolerance=p.push_tolerance, top_k=p.top_k)
-    if p.push_tolerance is None and p.push_remainder == "degree":  # a certified push ranks by the estimate its certificate is about
-        res = spread_remainder(store, state.group, res, paths)
+        if spread:
+            res = spread_remainder(store, state.group, res, paths)
     mass = settle_ties(res.scores)
     n = len(res.ids)
     is_ent = np.fromiter((x.startswith(ENTITY_ID_PREFIX) for x in res.ids), dtype=bool, count=n)

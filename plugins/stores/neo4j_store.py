@@ -352,7 +352,7 @@ CONNECT_WAIT_S = 15.0
 _NOT_BOLT = ("Bolt handshake", "looks like HTTP", "check for incorrect port number")
 
 # graphroute.push's VERSION (neo4j-procedures/): a server with another is not used
-PUSH_PROCEDURE_VERSION = 2
+PUSH_PROCEDURE_VERSION = 3
 
 
 class Neo4jStore(GraphStore):
@@ -1414,6 +1414,7 @@ class Neo4jStore(GraphStore):
         eps: float,
         drain: float,
         max_rows: int,
+        spread: Mapping[str, Any] | None = None,
     ) -> PushedScores | None:
         # One call: the walk reads the edges where they are, instead of a store round trip
         # per frontier (neo4j-procedures/, installed in the server's plugins directory).
@@ -1423,6 +1424,8 @@ class Neo4jStore(GraphStore):
             "damping": float(damping), "eps": float(eps), "drain": float(drain), "max_rows": int(max_rows),
             "types": self._typed(types), "weights": {k: float(v) for k, v in weights.items()},
         }
+        if spread is not None:
+            config["spread"] = dict(spread)
         rows = self._query(
             "push",
             "CALL graphroute.push($g, $seeds, $weights, $config) YIELD ids, labels, scores, stats "

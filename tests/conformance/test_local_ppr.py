@@ -525,3 +525,39 @@ def test_the_remainders_spread_brings_a_coarse_push_nearer_the_exact_scores(
     assert abs(exact_ent[hub] - spread[hub]) <= abs(exact_ent[hub] - plain[hub])
     exact_top = [e.id for e in exact.entities[:10]]
     assert len(set(exact_top) & set(list(spread)[:10])) >= len(set(exact_top) & set(list(plain)[:10]))
+
+
+@pytest.mark.parametrize("pool", [3, 100])
+def test_the_procedure_spreads_the_remainder_as_the_client_does(
+    store: GraphStore, group: str, pool: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``spread``, graphroute.push adds the remainder's share to the same nodes (the
+    pool's best entities and chunks, ties at its edge included) by the same degrees
+    (an entity mentioned by sentences at the group's chunk share) as the client's
+    spread_remainder on the procedure's unspread scores: one round trip, the same ranking."""
+    if not store.pushes_in_database():
+        pytest.skip("the store has no in-database push")
+    from graphroute.plugins.expanders import local_ppr
+    from graphroute.plugins.expanders.local_ppr import push_in_database, spread_remainder
+
+    monkeypatch.setattr(local_ppr, "SPREAD_POOL", pool)
+    ents = typed_corpus(store, group, 5)
+    talked_of = ents[4]  # mentioned by sentences too: its degree is estimated, not counted
+    store.write(group, [Node(id=f"x{i}", label=Label.SENTENCE, group=group) for i in range(30)],
+                [Edge(src=f"x{i}", dst=talked_of, type=EdgeType.MENTIONS, group=group) for i in range(30)])
+    clear_derived()
+    walk = Paths(**asdict(PPR(PPR.Params(**ROUTE5_PATHS)).weights()))  # type: ignore[arg-type]
+    seeds = [talked_of, ents[9], ents[17]]
+    weights = np.array([1.0, 0.5, 0.25])
+    plain = push_in_database(store, group, seeds, weights, walk, damping=0.84, eps=1e-3)
+    spread = push_in_database(store, group, seeds, weights, walk, damping=0.84, eps=1e-3, spread=True)
+    assert plain is not None and spread is not None and plain.spread_to == 0
+    client = spread_remainder(store, group, plain, walk)
+    assert spread.ids == client.ids and spread.spread_to == client.spread_to
+    ents_n, chunks_n = (sum(lb == label for lb in plain.labels) for label in (Label.ENTITY, Label.CHUNK))
+    assert min(pool, ents_n) + min(pool, chunks_n) <= spread.spread_to <= ents_n + chunks_n
+    if pool == 3:
+        assert spread.spread_to < ents_n + chunks_n  # a pool smaller than the touched nodes
+    assert spread.volume == pytest.approx(client.volume, rel=1e-12)
+    np.testing.assert_allclose(spread.scores, client.scores, rtol=1e-12, atol=0)
+    assert spread.scores[spread.ids.index(talked_of)] > plain.scores[plain.ids.index(talked_of)]

@@ -50,14 +50,16 @@ import org.neo4j.procedure.Procedure;
  * {@code weights} (the path weights by name: entity, section, similar, shares, hub, mentions,
  * title), {@code stop_factor} ({@link #STOP_FACTOR} when not given), {@code typed_degrees}
  * (false: a long read never looks its node's relationship counts up; {@link #LOOKUP_AFTER})
- * and {@code max_rows} (the most edges one call reads; past it the push stops and says
- * {@code truncated}). One row: the touched nodes' ids, labels and scores (those above zero),
+ * {@code max_rows} (the most edges one call reads; past it the push stops and says
+ * {@code truncated}) and {@code spread} (optional: the remainder's spread of
+ * {@code spread_remainder} in local_ppr.py, done here to spare the client a round trip for
+ * the degrees; {@link Walk#spread}). One row: the touched nodes' ids, labels and scores (those above zero),
  * and the walk's stats, among them where its time went ({@code seeds_ms}: finding the seeds,
  * {@code walk_ms}: the push; {@code server_ms} in all).
  */
 public final class LocalPush {
     /** What the walk does and returns; the client uses a procedure of the version it knows only. */
-    public static final long VERSION = 2;
+    public static final long VERSION = 3;
 
     @Context
     public Transaction tx;
@@ -254,6 +256,8 @@ public final class LocalPush {
 
         private final double stopFactor;
         private final boolean typedDegrees;
+        private final Map<String, Object> spread; // null: no spread
+        private long spreadTo;
         private long rows;
         private long rowsStopped;
         private long typedLookups;
@@ -270,6 +274,9 @@ public final class LocalPush {
             this.maxRows = (long) number(config, "max_rows", 5_000_000);
             this.stopFactor = number(config, "stop_factor", STOP_FACTOR);
             this.typedDegrees = !Boolean.FALSE.equals(config.get("typed_degrees"));
+            @SuppressWarnings("unchecked")
+            Map<String, Object> sp = (Map<String, Object>) config.get("spread");
+            this.spread = sp;
             if (!(d > 0 && d < 1)) {
                 throw new IllegalArgumentException("damping must be in (0, 1), not " + d);
             }
@@ -468,6 +475,65 @@ public final class LocalPush {
             return true;
         }
 
+        /**
+         * What each touched slot gains from the remainder's spread ({@code spread_remainder} of
+         * local_ppr.py): the {@code pool} best entities and the {@code pool} best chunks by
+         * {@code score} (ties at the boundary included, as {@code largest}) get
+         * {@code l1 * deg / volume}, where {@code deg} sums each walked type's relationship
+         * count times the client's weight for the node's label and that type
+         * ({@code degree_weights}: the edge weight where the label decides the far end, the
+         * expected weight where it does not). Null without a {@code spread} config.
+         */
+        private double[] spread(double[] score, double l1) {
+            if (spread == null) {
+                return null;
+            }
+            double volume = number(spread, "volume", 0);
+            int pool = (int) number(spread, "pool", 0);
+            if (!(volume > 0) || !(l1 > 0) || pool <= 0) {
+                return null;
+            }
+            @SuppressWarnings("unchecked")
+            Map<String, Map<String, Object>> byLabel = (Map<String, Map<String, Object>>) spread.getOrDefault("weights", Map.of());
+            double[] add = new double[n];
+            for (int k : new int[] {ENTITY, CHUNK}) {
+                Map<String, Object> w = byLabel.getOrDefault(WALK_LABELS[k - 1], Map.of());
+                int m = 0;
+                int[] mine = new int[n];
+                for (int s = 0; s < n; s++) {
+                    if (nodeId[s] >= 0 && kind[s] == k && score[s] > 0) {
+                        mine[m++] = s;
+                    }
+                }
+                double floor = Double.NEGATIVE_INFINITY;
+                if (m > pool) {
+                    double[] sorted = new double[m];
+                    for (int j = 0; j < m; j++) {
+                        sorted[j] = score[mine[j]];
+                    }
+                    Arrays.sort(sorted);
+                    floor = sorted[m - pool];
+                }
+                for (int j = 0; j < m; j++) {
+                    int s = mine[j];
+                    if (score[s] < floor) {
+                        continue;
+                    }
+                    Node node = tx.getNodeById(nodeId[s]);
+                    double deg = 0;
+                    for (RelationshipType t : types) {
+                        double tw = number(w, t.name(), 0);
+                        if (tw > 0) {
+                            deg += tw * node.getDegree(t, Direction.BOTH);
+                        }
+                    }
+                    add[s] = l1 * deg / volume;
+                    spreadTo++;
+                }
+            }
+            return add;
+        }
+
         Output run(String group, List<String> seeds, List<Double> weights) {
             long t0 = System.nanoTime();
             double total = 0;
@@ -584,12 +650,17 @@ public final class LocalPush {
                 }
             }
             double z = sIso + (1.0 - sIso) / (1.0 - d);
+            double l1 = d * residual / ((1.0 - d) * z);
+            double[] score = new double[n];
+            for (int s = 0; s < n; s++) {
+                score[s] = (q[s] + r[s]) / z;
+            }
+            double[] add = spread(score, l1);
             List<String> ids = new ArrayList<>();
             List<String> labels = new ArrayList<>();
             List<Double> scores = new ArrayList<>();
             for (int s = 0; s < n; s++) {
-                double score = (q[s] + r[s]) / z;
-                if (score <= 0) {
+                if (score[s] <= 0) {
                     continue;
                 }
                 if (nodeId[s] < 0) { // a seed the group lacks keeps its share, as in the exact solvers
@@ -600,7 +671,7 @@ public final class LocalPush {
                     ids.add((String) node.getProperty("id", null));
                     labels.add(kind[s] > 0 ? WALK_LABELS[kind[s] - 1] : (String) node.getProperty("label", ""));
                 }
-                scores.add(score);
+                scores.add(add == null ? score[s] : score[s] + add[s]);
             }
             Map<String, Object> stats = new LinkedHashMap<>();
             stats.put("nodes_touched", (long) n);
@@ -614,7 +685,8 @@ public final class LocalPush {
             stats.put("reads_skipped", readsSkipped);
             stats.put("residual", residual / z);
             stats.put("error_bound", eps * d / ((1.0 - d) * z));
-            stats.put("l1_error_bound", d * residual / ((1.0 - d) * z));
+            stats.put("l1_error_bound", l1);
+            stats.put("spread_to", spreadTo);
             stats.put("truncated", truncated);
             // seeds with a typed edge, as the client push counts them: a seed found in the group
             // is always read at least in part, so a degree above zero says it has one
