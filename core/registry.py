@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import importlib.metadata
+import inspect
 import os
 import reprlib
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from typing import Any, Generic, TypeVar
 import pluggy
 from graphroute.core import hookspecs
 from graphroute.core.api.components import (
+    ComponentParams,
     Embedder,
     Extractor,
     IndexStep,
@@ -26,9 +28,10 @@ from graphroute.core.api.components import (
     Segmenter,
     StoreBackend,
 )
-from graphroute.core.api.stage import Stage, StageKind
+from graphroute.core.api.stage import Slot, Stage, StageKind, StageParams
 from graphroute.core.api.values import env_flag
 from graphroute.core.errors import PluginError
+from pydantic import BaseModel, ValidationError
 
 T = TypeVar("T")
 
@@ -82,17 +85,21 @@ class Family(Generic[T]):
     title: str
     entries: dict[str, Entry[T]] = field(default_factory=dict)
 
-    def add(self, cls: type[T], plugin: str) -> None:
+    def clash(self, cls: type) -> str | None:
+        """Why ``cls`` cannot join this family (no ``name``, or a name another plugin has
+        registered), or None."""
         name = getattr(cls, "name", None)
         if not isinstance(name, str) or not name:
-            raise PluginError(f"plugin {plugin!r} registered {cls!r} without a `name`")
+            return f"registers {cls.__name__} without a `name`"
         if name in self.entries:
-            other = self.entries[name].plugin
-            raise PluginError(
-                f"duplicate {self.title} name {name!r}: registered by plugin {other!r} "
-                f"and by plugin {plugin!r}; rename one of them"
-            )
-        self.entries[name] = Entry(name, cls, plugin)
+            return (f"registers {self.title} {name!r}, which plugin {self.entries[name].plugin!r} already "
+                    f"registers; give {cls.__name__} another name")
+        return None
+
+    def add(self, cls: type[T], plugin: str) -> None:
+        if (why := self.clash(cls)) is not None:
+            raise PluginError(f"plugin {plugin!r} {why}")
+        self.entries[cls.name] = Entry(cls.name, cls, plugin)  # type: ignore[attr-defined]
 
     def get(self, name: str) -> type[T]:
         try:
@@ -352,6 +359,8 @@ def load_entry_points(
 def _try_register(pm: pluggy.PluginManager, plugin: object, name: str, origin: PluginOrigin) -> BrokenPlugin | None:
     """Register ``plugin``; None, or the BrokenPlugin when pluggy refuses it (a hook
     implementation whose arguments its spec does not have, say)."""
+    if pm.get_name(plugin) is not None:  # the same module, already loaded (an entry point and GRAPHROUTE_PLUGINS)
+        return None
     try:
         pm.register(plugin, name=name)
     except (pluggy.PluginValidationError, ValueError) as exc:  # ValueError: its name is taken
@@ -412,7 +421,48 @@ def _hook_result(hook: str, base: type, kind: StageKind | None, result: object) 
         if kind is not None and getattr(item, "kind", None) != kind:
             raise PluginError(f"returned {item.__name__} from {hook}, but its kind is {getattr(item, 'kind', None)!r}; "
                               f"expected {expected}")
+        if (why := _class_problem(item)) is not None:
+            raise PluginError(f"returned {item.__name__} from {hook}, but {item.__name__} {why}")
     return list(result)
+
+
+def _class_problem(cls: type) -> str | None:
+    """What makes a registered class unusable, found when it registers rather than in the
+    middle of a query: an abstract method left out, a slot declared as something other than
+    a :class:`Slot`, ``Params`` not built on the family's base, a default its own field
+    refuses."""
+    if inspect.isabstract(cls):
+        missing = ", ".join(sorted(getattr(cls, "__abstractmethods__", ())))
+        return f"is abstract: it does not define {missing}"
+    stage = issubclass(cls, Stage)
+    if stage:
+        for attr in ("consumes", "produces", "reads"):
+            declared = getattr(cls, attr)
+            items = declared if isinstance(declared, tuple | list) else [declared]
+            bad = [x for x in items if not isinstance(x, Slot)]
+            if bad:
+                return (f"has {reprlib.repr(bad[0])} in `{attr}`, which is not a Slot; declare slots as "
+                        f"`{attr} = (Slot.EVIDENCE,)` (one of: {', '.join(s.name for s in Slot)})")
+    params_base: type[BaseModel] = StageParams if stage else ComponentParams
+    params = getattr(cls, "Params", params_base)
+    if not isinstance(params, type) or not issubclass(params, params_base):
+        return (f"has a Params that is not a {params_base.__name__} subclass: declare `class Params({params_base.__name__})` "
+                "so an unknown key in a route is an error")
+    return _default_problem(params)
+
+
+def _default_problem(params: type[BaseModel]) -> str | None:
+    """The first default of ``params`` that its own field refuses (``Field(0, ge=1)``)."""
+    defaults = {name: f.get_default(call_default_factory=True)
+                for name, f in params.model_fields.items() if not f.is_required()}
+    try:
+        params.model_validate(defaults)
+    except ValidationError as exc:
+        for e in exc.errors():
+            if e["type"] != "missing" and e["loc"] and e["loc"][0] in defaults:
+                name = e["loc"][0]
+                return f"has a parameter `{name}` whose default its own field refuses ({defaults[name]!r}: {e['msg']})"
+    return None
 
 
 def _collect(reg: Registry) -> None:
@@ -432,11 +482,27 @@ def _collect(reg: Registry) -> None:
                 reg.mark_broken(impl.plugin_name, f"raised {_exc_text(exc)} in {hook}", exc)
                 continue
             results.append((getattr(reg, family), impl.plugin_name, classes))
-    broken = reg.broken_names()
+    # First come, first served: built-ins register before entry points, entry points before
+    # GRAPHROUTE_PLUGINS modules. A plugin one of whose names is taken is broken as a whole.
+    by_plugin: dict[str, list[tuple[Family[Any], type]]] = {}
     for fam, plugin, classes in results:
-        if plugin not in broken:
-            for cls in classes:
-                fam.add(cls, plugin)
+        by_plugin.setdefault(plugin, []).extend((fam, cls) for cls in classes)
+    for plugin, items in by_plugin.items():
+        if plugin in reg.broken_names():
+            continue
+        own: set[tuple[str, str]] = set()
+        why = None
+        for fam, cls in items:
+            key = (fam.title, getattr(cls, "name", ""))
+            why = fam.clash(cls) or (f"registers {fam.title} {key[1]!r} twice" if key in own else None)
+            if why is not None:
+                break
+            own.add(key)
+        if why is not None:
+            reg.mark_broken(plugin, why)
+            continue
+        for fam, cls in items:
+            fam.add(cls, plugin)
 
 
 _registry: Registry | None = None

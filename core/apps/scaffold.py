@@ -267,6 +267,12 @@ def new_plugin(name: str, directory: Path | None = None) -> tuple[Path, PluginNa
     """Write the package into ``directory / <distribution>`` (``directory`` defaults to the
     current folder); refuse to overwrite anything."""
     names = PluginNames.parse(name)
+    from graphroute.core.registry import get_registry
+
+    taken = get_registry(keep_broken=True).stages.entries.get(names.ident)
+    if taken is not None:  # the package would clash with it as soon as it is installed
+        raise ScaffoldError(f"stage name {names.ident!r} is already registered by plugin {taken.plugin!r}; "
+                            "pick another name")
     target = (directory or Path.cwd()) / names.distribution
     if target.exists() and any(target.iterdir()):
         raise ScaffoldError(f"{target} already exists and is not empty; pick another --dir or name")

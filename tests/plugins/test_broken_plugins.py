@@ -18,9 +18,10 @@ import types
 from pathlib import Path
 
 import pytest
-from graphroute.core import PluginError, Stage, StageKind, hookimpl
+from graphroute.core import PluginError, Slot, Stage, StageKind, StageParams, hookimpl
 from graphroute.core.api.components import Loader
 from graphroute.core.registry import build_registry
+from pydantic import BaseModel, Field
 
 GRAPHROUTE = str(Path(sys.executable).parent / "graphroute")
 EP = "broken_probe"
@@ -228,3 +229,54 @@ def test_a_broken_command_plugin_is_named_and_can_be_skipped(broken_dist: Path) 
     assert "group `graphroute.commands`" in r.stderr
     assert_names_and_fix(r.stderr)
     assert cli("plugins", env={**env, "GRAPHROUTE_DISABLE_PLUGINS": EP}).returncode == 0
+
+
+class NoRun(Stage):
+    """A denoiser that forgot its `run`."""
+
+    name = "norun_probe"
+    kind = StageKind.DENOISER
+    consumes = (Slot.EVIDENCE,)
+    produces = (Slot.EVIDENCE,)
+
+
+class TextSlot(Bare):
+    """A slot written as text."""
+
+    name = "text_slot_probe"
+    consumes = ("evidense",)  # type: ignore[assignment]
+
+
+class PlainParams(Bare):
+    """Params on pydantic's BaseModel: an unknown key would be dropped silently."""
+
+    name = "plain_params_probe"
+
+    class Params(BaseModel):  # type: ignore[assignment]
+        k: int = 3
+
+
+class BadDefault(Bare):
+    """A default its own field refuses."""
+
+    name = "bad_default_probe"
+
+    class Params(StageParams):
+        k: int = Field(0, ge=1, le=10)
+
+
+@pytest.mark.parametrize(
+    ("cls", "said"),
+    [
+        (NoRun, "but NoRun is abstract: it does not define run"),
+        (TextSlot, "but TextSlot has 'evidense' in `consumes`, which is not a Slot"),
+        (PlainParams, "but PlainParams has a Params that is not a StageParams subclass"),
+        (BadDefault, "but BadDefault has a parameter `k` whose default its own field refuses (0: "),
+    ],
+)
+def test_a_stage_that_could_not_run_is_refused_when_it_registers(cls: type[Stage], said: str) -> None:
+    # not in the middle of the first query that uses it
+    with pytest.raises(PluginError) as err:
+        build_registry(entry_points=False, extra_plugins=[plugin_module("acme_probe", "register_denoisers", [cls])])
+    message = str(err.value)
+    assert "'acme_probe'" in message and "register_denoisers" in message and said in message

@@ -105,3 +105,38 @@ def test_duplicate_stage_name_names_both_plugins() -> None:
         build_registry(extra_plugins=[other])
     message = str(err.value)
     assert "min_length" in message and "'example'" in message and "'acme_graphroute_plugin'" in message
+
+
+def test_a_clashing_plugin_is_broken_and_the_first_keeps_its_name() -> None:
+    # first come, first served: the installed plugin keeps `min_length`; the later one is
+    # broken as a whole (its other stage is not added either) and says whose name it took
+    other = types.ModuleType("acme_graphroute_plugin")
+
+    class Unclashing(DuplicateMinLength):
+        """A stage of the clashing plugin whose own name is free."""
+
+        name = "acme_free_name"
+
+    @hookimpl
+    def register_denoisers() -> list[type[Stage]]:
+        return [Unclashing, DuplicateMinLength]
+
+    other.register_denoisers = register_denoisers  # type: ignore[attr-defined]
+    registry = build_registry(extra_plugins=[other], keep_broken=True)
+    assert registry.stages.entries["min_length"].plugin == "example"
+    assert "acme_free_name" not in registry.stages
+    [broken] = registry.broken
+    assert broken.name == "acme_graphroute_plugin"
+    assert broken.error == ("registers stage 'min_length', which plugin 'example' already registers; "
+                            "give DuplicateMinLength another name")
+
+
+def test_a_module_that_is_an_entry_point_and_in_graphroute_plugins_loads_once() -> None:
+    # what a plugin author has while developing: the package installed, and its module named
+    # in GRAPHROUTE_PLUGINS too
+    env = {**os.environ, "GRAPHROUTE_PLUGINS": "graphroute_example_plugin.plugin"}
+    r = subprocess.run([GRAPHROUTE, "plugins", "--json"], capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 0, r.stderr
+    plugins = json.loads(r.stdout)["plugins"]
+    assert [p["name"] for p in plugins if p["contributes"].get("denoiser") == ["min_length"]] == ["example"]
+    assert not [p for p in plugins if p.get("error")]

@@ -38,6 +38,10 @@ def test_names_are_validated(tmp_path: Path) -> None:
         new_plugin("twice", tmp_path)
     r = run(GRAPHROUTE, "new-plugin", "Bad Name", "--dir", str(tmp_path))
     assert r.returncode == 2 and "bad plugin name" in r.stderr and "Traceback" not in r.stderr
+    # a registered stage's name: the package would break every command once installed
+    r = run(GRAPHROUTE, "new-plugin", "bm25", "--dir", str(tmp_path))
+    assert r.returncode == 2 and "stage name 'bm25' is already registered by plugin" in r.stderr
+    assert not (tmp_path / "graphroute-bm25").exists()
 
 
 @pytest.fixture
