@@ -74,6 +74,8 @@ def param_problem(exc: ValidationError, kind: str, name: str) -> str:
     param = echo(".".join(str(p) for p in err["loc"]) or "?")
     if err["type"] == "extra_forbidden":
         return f"unknown parameter `{param}` for {kind} `{name}`"
+    if err["type"] == "missing":
+        return f"missing required parameter `{param}` for {kind} `{name}`"
     return f"bad value for `{param}` of {kind} `{name}`: {echo(err['msg'], 300)} (got {echo(err.get('input'), quote=True)})"
 
 

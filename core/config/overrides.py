@@ -183,7 +183,7 @@ def apply_overrides(cfg: RouteConfig, ov: Overrides) -> RouteConfig:
                 close = difflib.get_close_matches(stage_id, list(by_id), n=1)
                 hint = f"did you mean '{close[0]}'? " if close else ""
                 raise RouteConfigError(
-                    f"{ov.origin} name stage id '{stage_id}', which route '{cfg.name}' does not have",
+                    f"stage id '{stage_id}' (from the {ov.origin}) is one route '{cfg.name}' does not have",
                     file=cfg.source, stage=stage_id,
                     fix=f"{hint}stage ids of this route: {', '.join(by_id)}",
                 )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,6 +84,18 @@ class ResolvedRoute:
                 out.append(stage(e))
         return out
 
+    def switches(self) -> dict[str, bool]:
+        """Every id a ``--disable``/``--enable`` can name, in route order (a parallel block
+        before its stages), and whether it is on."""
+        out: dict[str, bool] = {}
+        for e in self.entries:
+            if isinstance(e, ResolvedParallel):
+                out[e.spec.key] = e.spec.enabled
+                out.update((s.spec.key, s.spec.enabled) for b in e.branches for s in b)
+            else:
+                out[e.spec.key] = e.spec.enabled
+        return out
+
     def toggleable(self) -> list[str]:
         """Ids of stages that can be switched off without breaking the route (ablation)."""
         return [s.spec.key for s in self.stages() if s.cls.kind == StageKind.DENOISER]
@@ -114,7 +126,9 @@ def _resolve_stage(spec: StageSpec, cfg: RouteConfig, registry: Registry) -> Res
         params = cls.Params(**spec.with_)
     except ValidationError as exc:
         err = exc.errors()[0]
-        fields = ", ".join(f"{k} ({_type_name(f.annotation)}, default {f.default!r})" for k, f in cls.Params.model_fields.items())
+        fields = ", ".join(
+            f"{k} ({_type_name(f.annotation)}, {'required' if f.is_required() else f'default {f.default!r}'})"
+            for k, f in cls.Params.model_fields.items())
         msg = param_problem(exc, "stage", spec.use)
         origin = spec.overridden.get(str(err["loc"][0])) if err["loc"] else None
         if origin is not None:  # the value is the override's; file and line say where the stage is
@@ -168,12 +182,23 @@ def _check_order(
     return available
 
 
-def _disabled_producers(stages: Iterable[ResolvedStage]) -> dict[Slot, str]:
+def _disabled_producers(entries: Sequence[ResolvedEntry]) -> dict[Slot, str]:
+    """For each slot, the first switched-off entry whose enabling would produce it: a disabled
+    parallel block (by the enabled stages of its branches) or a disabled stage."""
     out: dict[Slot, str] = {}
-    for rs in stages:
-        if not rs.spec.enabled:
-            for slot in rs.cls.produces:
-                out.setdefault(slot, rs.spec.key)
+    for e in entries:
+        if isinstance(e, ResolvedParallel):
+            inner = [rs for b in e.branches for rs in b]
+            if not e.spec.enabled:
+                for rs in inner:
+                    if rs.spec.enabled:
+                        for slot in rs.cls.produces:
+                            out.setdefault(slot, e.spec.key)
+            for slot, key in _disabled_producers(inner).items():
+                out.setdefault(slot, key)
+        elif not e.spec.enabled:
+            for slot in e.cls.produces:
+                out.setdefault(slot, e.spec.key)
     return out
 
 
@@ -221,7 +246,7 @@ def resolve_route(cfg: RouteConfig, registry: Registry) -> ResolvedRoute:
         else:
             entries.append(_resolve_stage(e, cfg, registry))
     route = ResolvedRoute(cfg, entries)
-    producers = _disabled_producers(route.stages())
+    producers = _disabled_producers(entries)
     available: set[Slot] = {Slot.QUERY}
     after_synth: list[str] = []
     for entry in entries:
@@ -267,8 +292,7 @@ def idle_overrides(before: ResolvedRoute, after: ResolvedRoute, only: Overrides,
     name = after.name
     stages = {s.spec.key: s for s in after.stages()}
     was = {s.spec.key: s for s in before.stages()}
-    was_on = {**{k: s.spec.enabled for k, s in was.items()},
-              **{e.spec.key: e.spec.enabled for e in before.entries if isinstance(e, ResolvedParallel)}}
+    was_on = before.switches()
     notes: list[str] = []
 
     for (sid, param), value in only.params.items():

@@ -268,12 +268,20 @@ def load_route_file(name_or_path: str, _chain: tuple[str, ...] = ()) -> RouteCon
             parent = load_route_file(_resolve_parent(cfg.extends, path), (*_chain, key))
         except RouteConfigError as exc:
             if exc.file is None:
-                exc.file, exc.line = str(path), cfg.line
+                exc.file, exc.line = str(path), _key_line(text, "extends") or cfg.line
                 exc.args = (exc.render(),)
             raise
         cfg = _apply_extends(parent, cfg)
     check_unique_ids(cfg)
     return cfg
+
+
+def _key_line(text: str, key: str) -> int | None:
+    """The line (1-based) of a top-level ``key:`` in a route's text."""
+    for n, line in enumerate(text.splitlines(), 1):
+        if line.startswith(f"{key}:"):
+            return n
+    return None
 
 
 def _resolve_parent(extends: str, child: Path) -> str:
@@ -319,13 +327,16 @@ def _apply_extends(parent: RouteConfig, child: RouteConfig) -> RouteConfig:
             target = find_nested(ce.key)
         if target is not None and isinstance(ce, StageSpec) and isinstance(target, StageSpec):
             fields = ce.model_fields_set
-            if "use" in fields and ce.use != target.use:
+            if "use" in fields and ce.use != target.use:  # another stage in its place, under its id
+                target.id = target.key
                 target.use, target.with_ = ce.use, {}
             if "enabled" in fields:
                 target.enabled = ce.enabled
             if "with_" in fields:
                 target.with_ = {**target.with_, **ce.with_}
             target.line, target.source = ce.line, ce.source
+            if ce.after or ce.before:
+                _move(entries, i, ce, child)
             continue
         if target is not None and isinstance(ce, ParallelSpec) and i is not None:
             entries[i] = ce
@@ -365,21 +376,50 @@ def _apply_extends(parent: RouteConfig, child: RouteConfig) -> RouteConfig:
     )
 
 
+def _move(entries: list[Entry], i: int | None, ce: StageSpec, child: RouteConfig) -> None:
+    """Move the patched top-level entry ``entries[i]`` to ``ce``'s ``after``/``before``."""
+    anchor = ce.after or ce.before
+    where = "after" if ce.after else "before"
+    if i is None:
+        raise RouteConfigError(
+            f"`{where}: {anchor}` cannot move '{ce.key}': it is inside a parallel block of the parent route",
+            file=child.source, line=ce.line, stage=ce.key,
+            fix="patch it where it is (drop `after`/`before`), or disable it and add a stage under a new id",
+        )
+    moved = entries.pop(i)
+    j = next((k for k, e in enumerate(entries) if e.key == anchor), None)
+    if j is None:
+        raise RouteConfigError(
+            f"`{where}: {anchor}` names no top-level stage of the parent route",
+            file=child.source, line=ce.line, stage=ce.key,
+            fix=f"use one of: {', '.join(e.key for e in entries)}",
+        )
+    entries.insert(j + 1 if ce.after else j, moved)
+
+
 def check_unique_ids(cfg: RouteConfig) -> None:
-    seen: dict[str, StageSpec] = {}
+    """Every stage has a `use`, and no two entries (stages or parallel blocks) share an id:
+    an id is what overrides, toggles and the trace name."""
+    seen: dict[str, StageSpec | ParallelSpec] = {}
+
+    def claim(e: StageSpec | ParallelSpec, source: str | None) -> None:
+        if e.key in seen:
+            what = "parallel block" if isinstance(e, ParallelSpec) else "stage"
+            fix = ("give each parallel block its own `id:`" if isinstance(e, ParallelSpec) and e.id is None
+                   else "give one of them a distinct `id:`")
+            raise RouteConfigError(
+                f"duplicate {what} id '{e.key}' (also at line {seen[e.key].line})",
+                file=source or cfg.source, line=e.line, stage=e.key, fix=fix,
+            )
+        seen[e.key] = e
+
+    for entry in cfg.stages:
+        if isinstance(entry, ParallelSpec):
+            claim(entry, None)
     for s in cfg.iter_stages():
         if s.use is None:
             raise RouteConfigError(
                 "stage entry has no `use`", file=s.source or cfg.source, line=s.line, stage=s.key,
                 fix="name a registered stage with `use:` (`graphroute plugins` lists them)",
             )
-        if s.key in seen:
-            raise RouteConfigError(
-                f"duplicate stage id '{s.key}' (also at line {seen[s.key].line})",
-                file=s.source or cfg.source, line=s.line, stage=s.key,
-                fix="give one of them a distinct `id:`",
-            )
-        seen[s.key] = s
-
-
-
+        claim(s, s.source)

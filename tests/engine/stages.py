@@ -116,9 +116,24 @@ class InThread(Stage):
         THREADED.append(state.question)
 
 
+class NeedsLimit(Stage):
+    """A stage with a parameter that has no default: a route must set it."""
+
+    name = "t_required"
+    kind = StageKind.EXPANDER
+    consumes = (Slot.QUERY,)
+    produces = (Slot.EVIDENCE,)
+
+    class Params(StageParams):
+        limit: int
+
+    def run(self, state: QueryState, ctx: StageContext) -> None:
+        pass
+
+
 @hookimpl
 def register_expanders() -> list[type[Stage]]:
-    return [FixedEvidence, WhichLoop, InThread]
+    return [FixedEvidence, WhichLoop, InThread, NeedsLimit]
 
 
 @hookimpl

@@ -370,3 +370,69 @@ def test_an_override_of_a_stage_in_a_disabled_block_says_which_flags_would_count
         "spare_keep is in the parallel block spare, disabled in idle: --b-enable spare_keep changes nothing; "
         "add --b-enable spare",
     ]
+
+
+def test_a_patch_that_swaps_the_stage_keeps_its_id(tmp_path: Path, registry: Registry) -> None:
+    # `keep` was written without an id (its id is its `use`); another stage in its place must
+    # still answer to that id in overrides, toggles and the trace
+    write(tmp_path, "base", GOOD.replace("  - use: t_keep\n    id: keep\n", "  - use: t_keep\n"))
+    child = write(tmp_path, "child", "name: child\nextends: base\nstages:\n  - id: t_keep\n    use: t_fixed\n")
+    cfg = load_route_file(str(child))
+    assert cfg.stage_ids() == ["fixed", "t_keep", "synth"]
+    swapped = next(s for s in cfg.iter_stages() if s.key == "t_keep")
+    assert swapped.use == "t_fixed" and swapped.with_ == {}
+    route = load_route(str(child), registry, overrides=overrides_from_cli(disable=["t_keep"]), environ={})
+    assert [s.spec.enabled for s in route.stages()] == [True, False, True]
+
+
+def test_a_patch_with_after_moves_the_stage(tmp_path: Path, registry: Registry) -> None:
+    write(tmp_path, "base", GOOD.replace("  - use: t_echo\n    id: synth\n", "  - use: t_keep\n    id: keep2\n  - use: t_echo\n    id: synth\n"))
+    child = write(tmp_path, "child", "name: child\nextends: base\nstages:\n  - id: keep\n    after: keep2\n    with: {n: 1}\n")
+    cfg = load_route_file(str(child))
+    assert cfg.stage_ids() == ["fixed", "keep2", "keep", "synth"]
+    assert next(s for s in cfg.iter_stages() if s.key == "keep").with_ == {"n": 1}
+    bad = write(tmp_path, "bad", "name: bad\nextends: base\nstages:\n  - id: keep\n    before: nowhere\n")
+    with pytest.raises(RouteConfigError) as exc:
+        load_route_file(str(bad))
+    assert "`before: nowhere` names no top-level stage" in exc.value.message and exc.value.line == 4
+
+
+def test_two_parallel_blocks_without_an_id_are_a_duplicate(tmp_path: Path, registry: Registry) -> None:
+    block = "  - parallel:\n      - [{use: t_keep, id: K}]\n"
+    p = write(tmp_path, "pb", GOOD.replace("  - use: t_echo\n", block.replace("K", "k1") + block.replace("K", "k2") + "  - use: t_echo\n"))
+    with pytest.raises(RouteConfigError) as exc:
+        load_route(str(p), registry, environ={})
+    assert exc.value.message == "duplicate parallel block id 'parallel' (also at line 10)" and exc.value.line == 12
+    assert "its own `id:`" in (exc.value.fix or "")
+
+
+def test_an_unknown_parent_is_reported_at_the_extends_line(tmp_path: Path, registry: Registry) -> None:
+    child = write(tmp_path, "child", "name: child\n# a parent that is not there\nextends: nowhere_route\nstages: []\n")
+    with pytest.raises(RouteConfigError) as exc:
+        load_route(str(child), registry, environ={})
+    assert "nowhere_route" in exc.value.message and exc.value.line == 3 and exc.value.file == str(child)
+
+
+def test_a_missing_required_parameter_is_named_as_such(tmp_path: Path, registry: Registry) -> None:
+    p = write(tmp_path, "req", "name: req\nstages:\n  - use: t_required\n  - use: t_echo\n")
+    with pytest.raises(RouteConfigError) as exc:
+        load_route(str(p), registry, environ={})
+    assert exc.value.message == "missing required parameter `limit` for stage `t_required`"
+    assert "limit (int, required)" in (exc.value.fix or "") and "Undefined" not in (exc.value.fix or "")
+
+
+def test_disabling_a_block_names_the_block_as_the_fix(tmp_path: Path, registry: Registry) -> None:
+    p = write(tmp_path, "blk", """
+        name: blk
+        stages:
+          - id: retrieve
+            parallel:
+              - [{use: t_fixed, id: a}]
+              - [{use: t_fixed, id: b, enabled: false}]
+          - use: t_keep
+            id: keep
+          - use: t_echo
+        """)
+    with pytest.raises(RouteConfigError) as exc:
+        load_route(str(p), registry, overrides=overrides_from_cli(disable=["retrieve"]), environ={})
+    assert exc.value.stage == "keep" and "enable 'retrieve'" in (exc.value.fix or "")
