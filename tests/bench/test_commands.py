@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
 import pytest
 from graphroute.core.apps.cli.main import cli_app
+from graphroute.core.errors import RouteConfigError
 from typer.testing import CliRunner
 
 from .conftest import PASSAGES
@@ -168,7 +170,15 @@ def test_ablate_is_sequential_and_reverted_stages_stay_off(cli: CliRunner, env: 
     assert (tmp_path / "abl" / "ablate.md").read_text().count("| ") > 5
     # the table's output ends with the flags of the kept configuration, as the JSON has them
     table = cli.invoke(cli_app(), ["ablate", "--route", "bench_ablation_test", *env])
-    assert table.exit_code == 0 and f"final overrides: {' '.join(result['final_overrides'])}" in table.stdout
+    final = " ".join(result["final_overrides"]) or "none"
+    assert table.exit_code == 0 and f"final overrides: {final}" in table.stdout
+    # only the flags that change the route as written: md5_dedup and keyword_overlap are on in
+    # it, vector_fallback off, so none of these can be among them, whatever the verdicts
+    for flag in ("--enable md5_dedup", "--enable keyword_overlap", "--disable vector_fallback"):
+        assert flag not in result["final_overrides"]
+    assert set(result["final_overrides"]) == (
+        {f"--disable {s}" for s in result["reverted"] + result["same"] if s != "vector_fallback"}
+        | {f"--enable {s}" for s in result["kept"] if s == "vector_fallback"})
 
 
 def test_ablate_stage_names_the_stages_to_toggle(cli: CliRunner, env: list[str]) -> None:
@@ -220,3 +230,34 @@ def test_bench_prints_answerable_and_unanswerable_side_by_side(cli: CliRunner, e
     data = json.loads(only.stdout)
     assert [r["id"] for r in data["per_question"]] == ["hg"]
     assert data["routes"]["bm25"]["unanswerable"] == 0 and data["routes"]["bm25"]["negative_pass"] is None
+
+
+def test_ablate_stage_takes_a_parallel_block_id(cli: CliRunner, env: list[str]) -> None:
+    res = cli.invoke(cli_app(), ["ablate", "--route", "bench_idle_block_test", *env, "--json",
+                                 "--stage", "keyword_overlap", "--stage", "spare", "--limit", "2"])
+    assert res.exit_code == 0, res.output
+    result = json.loads(res.stdout)
+    assert result["toggleable"] == ["spare", "keyword_overlap"]  # route order
+    spare = next(s for s in result["steps"] if s["stage"] == "spare")
+    assert spare["ran"] is True  # switching the block on adds its retriever
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["bench", "-r", "no_such_route"],
+        ["ab", "-r", "bm25", "--b-set", "bm25.top_k=minus"],
+        ["ablate", "--route", "bench_ablation_test", "--stage", "no_such_stage"],
+    ],
+)
+def test_a_bad_route_or_stage_is_refused_before_the_corpus_is_indexed(
+    cli: CliRunner, env: list[str], tmp_path: Path, command: list[str]
+) -> None:
+    fresh = tmp_path / "fresh-store"
+    args = list(env)
+    args[args.index("--store") + 1] = str(fresh)
+    res = cli.invoke(cli_app(), [*command, *args])
+    assert isinstance(res.exception, RouteConfigError), res.output  # the CLI's exit 2
+    assert "indexed in" not in res.output
+    db = fresh / "graph.sqlite"
+    assert not db.exists() or sqlite3.connect(db).execute("select count(*) from nodes").fetchone() == (0,)

@@ -685,11 +685,12 @@ def run_ab(runner: BenchRunner, a: Variant, b: Variant, rule: VerdictRule | None
 
 def ablation_plan(
     runner: BenchRunner, route: str, base: Overrides | None, stages: Sequence[str] = ()
-) -> tuple[list[str], list[str]]:
-    """(toggleable stage ids in route order, ids that cannot be switched off).
+) -> tuple[list[str], list[str], dict[str, bool]]:
+    """(toggleable stage ids in route order, ids that cannot be switched off, whether each id
+    is on in the route as given).
 
     The toggleable stages are the route's denoisers, or the ``stages`` named (any kind: a
-    seed tier, a parallel branch's retriever), in route order. One is required when
+    seed tier, a parallel branch's retriever, a parallel block), in route order. One is required when
     switching it off, together with the ones already off, makes the route invalid - e.g.
     ``token_budget`` produces the context a synthesizer consumes. Required stages stay on in
     every step."""
@@ -697,8 +698,9 @@ def ablation_plan(
 
     registry = runner.engine.registry
     resolved = load_route(route, registry, overrides=base)
+    switches = resolved.switches()
     if stages:
-        ids = [s.spec.key for s in resolved.stages()]
+        ids = list(switches)
         unknown = [sid for sid in stages if sid not in ids]
         if unknown:
             raise RouteConfigError(f"route {route} has no stage {', '.join(unknown)}", fix=f"its stage ids: {', '.join(ids)}")
@@ -715,7 +717,7 @@ def ablation_plan(
             required.append(sid)
             continue
         off.append(sid)
-    return toggles, required
+    return toggles, required, switches
 
 
 def _idle_reason(resolved: ResolvedRoute, sid: str) -> str:
@@ -749,7 +751,7 @@ def ablate(
     trial runs exactly what the current state runs (the stage sits in a disabled parallel
     block, say) is not run: it is SAME, with the reason."""
     rule = rule or VerdictRule()
-    toggles, required = ablation_plan(runner, route, base, stages)
+    toggles, required, given = ablation_plan(runner, route, base, stages)
     candidates = [s for s in toggles if s not in required]
     state: dict[str, bool] = dict.fromkeys(candidates, False)
     current = Variant("baseline (all off)", route, _with_toggles(base, state))
@@ -792,6 +794,8 @@ def ablate(
         "kept": kept,
         "reverted": reverted,
         "same": same,
-        "final_overrides": [f"--disable {s}" for s in [*reverted, *same]] + [f"--enable {s}" for s in kept],
+        # the flags that turn the route as given into the kept state (none where they agree)
+        "final_overrides": [f"--disable {s}" for s in [*reverted, *same] if given.get(s, True)]
+        + [f"--enable {s}" for s in kept if not given.get(s, False)],
         "final_metrics": current_run.metrics,
     }

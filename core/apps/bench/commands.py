@@ -27,7 +27,7 @@ err = Console(stderr=True)
 QuestionsOpt = Annotated[Path, typer.Option("--questions", "-q", metavar="FILE", help="question file: HippoRAG JSON or JSONL (docs/benchmarking.md)")]
 CorpusOpt = Annotated[Path, typer.Option("--corpus", "-c", metavar="FILE", help="corpus: JSON list (or JSONL) of {title, text}")]
 StoreOpt = Annotated[str | None, typer.Option("--store", metavar="DIR|URI", help="bench store directory or neo4j:// URI [default ./.graphroute/bench]")]
-OutOpt = Annotated[Path | None, typer.Option("--out", metavar="DIR", help="write JSON, a Markdown report and plots to this folder")]
+OutOpt = Annotated[Path | None, typer.Option("--out", metavar="DIR", help="write JSON, a Markdown report and each question's record to this folder (bench: plots too, with graphroute[bench])")]
 LimitOpt = Annotated[int | None, typer.Option("--limit", min=1, metavar="N", help="only the first N questions")]
 AnswerableOpt = Annotated[bool, typer.Option(
     "--answerable-only", help="leave out the questions marked unanswerable (measure retrieval without 'not found')")]
@@ -54,8 +54,9 @@ def _load(questions: Path, corpus: Path, limit: int | None, answerable_only: boo
 
 
 def _runner(dataset: Any, store: str | None, profile: str | None, out_dir: Path | None = None) -> Any:
-    """The bench runner, its group indexed; with ``out_dir``, every question's record is also
-    appended to ``out_dir/records.jsonl`` as it is scored (a run that fails late keeps them)."""
+    """The bench runner, its group not indexed yet (:func:`_prepare`, once the routes are
+    checked); with ``out_dir``, every question's record is also appended to
+    ``out_dir/records.jsonl`` as it is scored (a run that fails late keeps them)."""
     from graphroute.core.apps.bench.bench import DEFAULT_BENCH_STORE, BenchRunner
 
     records = None
@@ -63,7 +64,13 @@ def _runner(dataset: Any, store: str | None, profile: str | None, out_dir: Path 
         out_dir.mkdir(parents=True, exist_ok=True)
         records = out_dir / "records.jsonl"
         records.write_text("", encoding="utf-8")
-    runner = BenchRunner(dataset, store=store or DEFAULT_BENCH_STORE, profile=profile, records_file=records)
+    return BenchRunner(dataset, store=store or DEFAULT_BENCH_STORE, profile=profile, records_file=records)
+
+
+def _prepare(runner: Any) -> None:
+    """Index the runner's group (or find it current) and say which it was. Commands call it
+    after every route is read and checked, so a typo costs no indexing run."""
+    dataset = runner.dataset
     info = runner.prepare()
     how = "cached, indexing skipped" if info.cached else f"indexed in {info.seconds:.1f} s"
     err.print(f"[dim]group {escape(info.group)} ({how}; {len(dataset.corpus)} passages)[/]", highlight=False)
@@ -71,7 +78,6 @@ def _runner(dataset: Any, store: str | None, profile: str | None, out_dir: Path 
         shown = ", ".join(dataset.unresolved_refs[:10]) + (", ..." if dataset.unresolved_gold > 10 else "")
         err.print(f"[yellow]warning:[/] {dataset.unresolved_gold} gold passage references match no corpus entry: "
                   f"{escape(shown)}", highlight=False, soft_wrap=True)
-    return runner
 
 
 def _variants_for(routes: list[str], ov: Overrides) -> list[Any]:
@@ -127,8 +133,9 @@ def bench(
     dataset = _load(questions, corpus, limit, answerable_only)
     runner = _runner(dataset, store, profile, out_dir)
     try:
-        for v in variants:  # fail on a bad route before spending time on the others
+        for v in variants:  # fail on a bad route before indexing or running any
             runner.resolve(v)
+        _prepare(runner)
         runs = runner.run_variants(variants)
         data = bench_json(runner, runs)
     finally:
@@ -219,6 +226,8 @@ def ab(
         # before the first question: what of B's own overrides changes nothing, and whether B
         # as a whole runs exactly what A runs (then only A is run: the verdict is SAME)
         notes = idle_overrides(runner.engine.route(route_b, b_base), runner.resolve(vb), b_only, prefix="--b-")
+        runner.resolve(va)
+        _prepare(runner)
         if same_configuration(runner, va, vb):
             notes.append(f"{SAME_CONFIGURATION}; the verdict is SAME")
         for note in notes:
@@ -268,7 +277,7 @@ def ablate(
         "--stage", metavar="ID", help="ablate this stage id (repeatable; any kind) instead of the route's denoisers")] = None,
 ) -> None:
     """Sequential ablation: all toggleable stages off, then each enabled in order, KEEP, REVERT or SAME."""
-    from graphroute.core.apps.bench.bench import VerdictRule
+    from graphroute.core.apps.bench.bench import VerdictRule, ablation_plan
     from graphroute.core.apps.bench.bench import ablate as run_ablation
     from graphroute.core.apps.bench.report import ablate_markdown, ablate_rows, write_doc
 
@@ -278,6 +287,8 @@ def ablate(
     dataset = _load(questions, corpus, limit, answerable_only)
     runner = _runner(dataset, store, profile, out_dir)
     try:
+        ablation_plan(runner, route, None if base.is_empty() else base, stage or ())  # checks the route and --stage
+        _prepare(runner)
         result = run_ablation(runner, route, base=None if base.is_empty() else base, rule=rule, stages=stage or ())
     finally:
         runner.close()
