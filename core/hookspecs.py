@@ -158,7 +158,9 @@ def register_stores() -> list[type[StoreBackend]]:  # type: ignore[empty-body]
 @hookspec
 def register_commands(cli: Any) -> None:
     """Add commands to the ``graphroute`` typer app (``cli``), like datasette's
-    ``register_commands``. Example::
+    ``register_commands``. Called once when the CLI starts, for the modules announced under
+    the ``graphroute.commands`` entry-point group (not ``graphroute``: starting the CLI
+    imports command modules only). Returns nothing. Example::
 
         @hookimpl
         def register_commands(cli):
