@@ -364,7 +364,13 @@ class MarkdownLoader(Loader):
     def load(self, path: Path) -> Iterator[SourceDocument]:
         text, encoding = read_text_and_encoding(path, self.params.max_file_mb)
         blocks, kvps = parse_markdown(text)
-        title, blocks = promote_title(blocks, kvps.get("title") or humanize_stem(path))
+        # a front-matter title is the document's (an HTTP upload's title is written there);
+        # a leading H1 is then the first section, unless it repeats that title
+        given = kvps.get("title")
+        title, promoted = promote_title(blocks, given or humanize_stem(path))
+        if not given or title == given:
+            blocks = promoted
+        title = given or title
         blocks = [Block(kind="kvp", text=f"{k}: {v}") for k, v in kvps.items()] + blocks
         ensure_content(path, blocks)
         yield make_doc(title, str(path), blocks, text, **encoding_metadata(encoding))

@@ -144,3 +144,19 @@ def test_stopping_the_server_stops_a_running_job_and_the_next_run_finishes_it(
     assert report.failed == [] and len(gr.documents("t")) == 400
     assert gr.query("Who books room 7?", group="t").citations
     gr.close()
+
+
+def test_an_upload_keeps_its_title_when_its_text_opens_with_a_heading(client: TestClient) -> None:
+    # quickstart.md's upload: the title it was sent with names the document, and its one H1
+    # is the first section under it
+    travel = {"title": "Travel policy", "text": "# Approvals\n\nTravel requests are approved by the department head."}
+    rules = {"title": "Expense rules", "text": "# Approvals\n\nExpenses are approved by the finance team."}
+    assert finished(client, {"group": "h", "documents": [travel, rules]})["state"] == "succeeded"
+    docs = client.get("/groups/h/documents").json()["documents"]
+    assert sorted(d["title"] for d in docs) == ["Expense rules", "Travel policy"]
+    r = client.post("/query", json={"group": "h", "question": "Who approves travel requests?", "route": "route1s_sentence"})
+    assert r.status_code == 200, r.text
+    cited = r.json()["citations"][0]
+    assert cited["document"] == "Travel policy" and cited["section_path"] == "Travel policy > Approvals"
+    assert client.delete("/groups/h/documents/Travel%20policy").status_code == 200
+    assert [d["title"] for d in client.get("/groups/h/documents").json()["documents"]] == ["Expense rules"]
