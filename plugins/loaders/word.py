@@ -98,9 +98,11 @@ class DocxLoader(Loader):
             document = docx.Document(str(path))
             blocks, title = self._blocks(document)
             headers = _headers_footers(document)
-            props = document.core_properties
-            kvps = [f"{k}: {v}" for k in _CORE_KVPS if (v := normalize_ws(str(getattr(props, k, "") or "")))]
-            title = title or normalize_ws(str(props.title or ""))
+            kvps: list[str] = []
+            if _has_core_properties(document):  # else python-docx makes up a title, "Word Document"
+                props = document.core_properties
+                kvps = [f"{k}: {v}" for k in _CORE_KVPS if (v := normalize_ws(str(getattr(props, k, "") or "")))]
+                title = title or normalize_ws(str(props.title or ""))
         except LoaderError:
             raise
         except Exception as exc:  # python-docx and lxml raise many types on a damaged package
@@ -143,3 +145,10 @@ class DocxLoader(Loader):
 @hookimpl
 def register_loaders() -> list[type[Loader]]:
     return [DocxLoader]
+
+
+def _has_core_properties(document: Any) -> bool:
+    """Whether the package has its own core properties part (docProps/core.xml)."""
+    from docx.opc.constants import RELATIONSHIP_TYPE
+
+    return any(rel.reltype == RELATIONSHIP_TYPE.CORE_PROPERTIES for rel in document.part.package.rels.values())

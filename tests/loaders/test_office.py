@@ -118,3 +118,29 @@ def test_workbook_row_limit_names_the_sheet(tmp_path: Path) -> None:
     p2.write_text("not a workbook", encoding="utf-8")
     with pytest.raises(LoaderError, match=r"not an Excel \.xlsx workbook"):
         list(XlsxLoader().load(p2))
+
+
+def test_a_docx_without_core_properties_is_titled_by_its_file_name(tmp_path: Path) -> None:
+    # a package with no docProps/core.xml (some generators leave it out): python-docx fills
+    # in its own placeholder properties, which are not the document's
+    import re
+    import zipfile
+
+    import docx
+
+    d = docx.Document()
+    d.add_paragraph("Annual leave is requested through the staff portal.")
+    full = tmp_path / "full.docx"
+    d.save(str(full))
+    bare = tmp_path / "leave_policy.docx"
+    with zipfile.ZipFile(full) as zin, zipfile.ZipFile(bare, "w") as zout:
+        for item in zin.infolist():
+            data = zin.read(item.filename)
+            if item.filename == "docProps/core.xml":
+                continue
+            if item.filename in ("_rels/.rels", "[Content_Types].xml"):
+                data = re.sub(rb"<(Relationship|Override) [^>]*core[-.][^>]*/>", b"", data)
+            zout.writestr(item, data)
+    [doc] = DocxLoader().load(bare)
+    assert doc.title == "leave policy"  # humanize_stem, as for every format
+    assert not [b.text for b in doc.blocks if b.kind == "kvp"]  # no "author: python-docx"
