@@ -195,7 +195,8 @@ class NegativeFloor(StageParams):
         0.0, ge=0.0, le=1.0,
         description="Not found when the question's content terms, weighted by their IDF in the "
         "corpus, are covered by the first `coverage_blocks` context blocks below this share "
-        "(0 = off). A term the corpus never uses weighs the most.",
+        "(0 = off). A term the corpus never uses weighs the most. With the check on, a question "
+        "with no content term at all (only stopwords, symbols or emoji) is not found.",
     )
     coverage_blocks: int = Field(
         5, ge=1, le=100, description="Context blocks (best first) that the term coverage reads.",
@@ -926,6 +927,9 @@ def negative_reason(
         info["best_query_overlap"] = round(overlap, 4)
         if overlap < floor.min_query_overlap:
             return "below_min_query_overlap", info
+    if floor.min_term_coverage > 0 and not content_terms(question):
+        # "???", "the of and": nothing to cover, and whatever ranked first is no answer to it
+        return "no_content_terms", info
     if floor.needs_lexicon() and lexicon is not None:
         lex = lexicon()
         names = question_names(question) if floor.names_in_corpus else []

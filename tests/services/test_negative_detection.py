@@ -99,6 +99,15 @@ def test_negative_reason_term_coverage_reads_the_first_blocks_only() -> None:
     assert reason is None and info["term_coverage"] >= 0.5
 
 
+@pytest.mark.parametrize("question", ["???", "\U0001f642", "the of and", "Who is he?"])
+def test_a_question_with_no_content_term_is_not_found_when_coverage_is_checked(question: str) -> None:
+    reason, _ = negative_reason(question, [ev(CORPUS[0])], NegativeFloor(min_term_coverage=0.2), lambda: LEX)
+    assert reason == "no_content_terms"
+    assert negative_reason(question, [ev(CORPUS[0])], NegativeFloor(), lambda: LEX)[0] is None  # the check off
+    # a question in a script without spaces is words, not symbols
+    assert negative_reason("谁批准旅行？", [ev(CORPUS[0])], NegativeFloor(min_term_coverage=0.2), lambda: LEX)[0] != "no_content_terms"
+
+
 def test_lexicon_is_not_built_when_the_checks_are_off() -> None:
     def fail() -> CorpusLexicon:
         raise AssertionError("the lexicon was built")
