@@ -77,10 +77,14 @@ def real_path(path: Path) -> Path | None:
         return None
 
 
-def _walk(top: Path, failed: list[dict[str, str]]) -> list[Path]:
+FOLDER_LINK = "a link to a folder: links to folders are not followed (index the folder it points to by its own path)"
+
+
+def _walk(top: Path, failed: list[dict[str, str]], skipped: list[dict[str, str]] | None = None) -> list[Path]:
     """The files below ``top`` in sorted order, hidden and ignored ones left out. A folder that
     cannot be listed is added to ``failed``, and so is one whose ignore file cannot be read:
-    nothing below it is read, since that file may exclude any of it."""
+    nothing below it is read, since that file may exclude any of it. A link to a folder is
+    not followed; with ``skipped``, it is listed there."""
 
     def unreadable(exc: OSError) -> None:  # os.walk's report of a folder it cannot list
         failed.append({"path": str(exc.filename), "reason": cannot_read("folder", exc)})
@@ -99,6 +103,8 @@ def _walk(top: Path, failed: list[dict[str, str]]) -> list[Path]:
                 continue
             rules.append(IgnoreFile(d, lines))
         dirnames[:] = [n for n in sorted(dirnames) if not n.startswith(".") and not ignored(d / n, True, rules)]
+        if skipped is not None:
+            skipped.extend({"path": str(d / n), "reason": FOLDER_LINK} for n in dirnames if (d / n).is_symlink())
         files.extend(
             d / n for n in sorted(filenames) if not n.startswith(".") and not ignored(d / n, False, rules)
         )
@@ -106,7 +112,7 @@ def _walk(top: Path, failed: list[dict[str, str]]) -> list[Path]:
 
 
 def collect_files(
-    paths: list[Path], roots: list[Path] | None = None
+    paths: list[Path], roots: list[Path] | None = None, skipped: list[dict[str, str]] | None = None
 ) -> tuple[list[Path], list[dict[str, str]]]:
     """Files to index, folders walked recursively in sorted order.
 
@@ -117,7 +123,8 @@ def collect_files(
     reports that one). Links to folders are not followed; a link loop is reported in the
     failed list and skipped. With ``roots``, a file whose real path (links followed) is
     outside every root is reported and skipped, so a link inside an allowed folder cannot
-    reach a file elsewhere.
+    reach a file elsewhere. With ``skipped``, the links to folders met while walking are
+    listed there.
     """
     files: list[Path] = []
     failed: list[dict[str, str]] = []
@@ -136,7 +143,7 @@ def collect_files(
         if not stat.S_ISDIR(mode):
             failed.append({"path": str(p), "reason": "not a regular file or a folder"})
             continue
-        files.extend(_walk(p, failed))
+        files.extend(_walk(p, failed, skipped))
     seen: set[Path] = set()
     unique = []
     real_roots = [Path(os.path.realpath(r)) for r in roots] if roots is not None else None

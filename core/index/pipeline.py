@@ -11,6 +11,7 @@ The pipeline that loads, parses, embeds and writes documents, then runs the step
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
@@ -92,7 +93,7 @@ class IndexReport:
     unchanged: int = 0
     removed: int = 0
     failed: list[dict[str, str]] = field(default_factory=list)  # files of a supported type that could not be read
-    skipped: list[dict[str, str]] = field(default_factory=list)  # files of a type no loader reads
+    skipped: list[dict[str, str]] = field(default_factory=list)  # files of a type no loader reads, links to folders
     seconds: float = 0.0
     documents: int = 0  # documents in the group after the run
     sentences: int = 0  # sentences in the group after the run
@@ -308,7 +309,8 @@ class Indexer:
             return {DOCUMENTS_META: MetaPatch(entries), FINGERPRINT_META: pending_fp}
 
         # ---- load
-        files, report.failed = collect_files([Path(p) for p in paths], roots)
+        files, report.failed = collect_files([Path(p) for p in paths], roots, skipped=report.skipped)
+        walked: set[Path] = set()  # the paths that are folders it could read
         # a folder that holds nothing to read (a wrong or emptied path) writes nothing, not
         # even a new group: said, or the run reads as a success and the next query finds no group
         reported = {str(f.get("path")) for f in report.failed}
@@ -319,6 +321,8 @@ class Indexer:
                 is_folder = folder.is_dir()
             except OSError:  # a path below a folder that cannot be searched: reported by collect_files
                 continue
+            if is_folder:
+                walked.add(folder)
             if is_folder and not any(f.is_relative_to(folder) for f in files):
                 report.warnings.append(
                     f"{folder}: no files to index in this folder (hidden files and what .graphrouteignore lists are left out)"
@@ -375,6 +379,16 @@ class Indexer:
                 dropped = file_part in loaded_files and did not in yielded
                 if (gone or dropped) and did not in to_remove:
                     to_remove.append(did)
+        else:  # said, or a deleted file's text keeps answering with no hint why
+            folders = [Path(os.path.abspath(p)) for p in paths if p in walked]
+            stale = [did for did, info in documents.items()
+                     if (f := Path(os.path.abspath(str(info.get("source", "")).split("#", 1)[0])))
+                     and any(f.is_relative_to(d) for d in folders) and is_gone(f)]
+            if stale:
+                report.warnings.append(
+                    f"{len(stale)} document{'s' if len(stale) != 1 else ''} of this group came from files under "
+                    "these folders that are gone; they stay in the group (--remove-missing removes them)"
+                )
 
         # ---- a run that would parse part of the group otherwise than the rest: refused
         # before it writes. Only the documents it reads are parsed again, and the group's

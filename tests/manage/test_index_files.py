@@ -17,7 +17,7 @@ import pytest
 import yaml
 from graphroute.core.apps.cli.main import main
 from graphroute.core.errors import EXIT_FILES_FAILED, EXIT_INTERNAL, LoaderError
-from graphroute.core.index.files import collect_files
+from graphroute.core.index.files import FOLDER_LINK, collect_files
 
 from tests.indexing.pdfgen import text_ops, write_pdf
 
@@ -112,6 +112,21 @@ def test_unsupported_type_is_skipped_with_a_warning(index, tmp_path: Path) -> No
     code, out, err = index(docs, as_json=False)  # the human output: a warning on stderr, still exit 0
     assert code == 0 and "skipped 1" in out
     assert "warning: skipped" in err and "photo.png" in err and "unsupported file type" in err
+
+
+def test_a_link_to_a_folder_is_not_followed_and_is_said_to_be_skipped(index, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "far.md").write_text("# Far\n\nThe lighthouse keeper rows out at dawn.\n", encoding="utf-8")
+    docs = tmp_path / "docs"
+    (docs / "sub").mkdir(parents=True)
+    (docs / "notes.md").write_text("# Notes\n\nThe ferry leaves at noon every day.\n", encoding="utf-8")
+    (docs / "sub" / "linked").symlink_to(elsewhere, target_is_directory=True)
+    code, report, _ = index(docs)
+    assert code == 0 and report["indexed"] == 1 and report["failed"] == []
+    assert report["skipped"] == [{"path": str(docs / "sub" / "linked"), "reason": FOLDER_LINK}]
+    code, _out, err = index(docs, as_json=False)
+    assert code == 0 and "linked" in err and "links to folders are not followed" in err
 
 
 def test_a_folder_with_nothing_to_read_is_a_warning(index, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -222,3 +237,17 @@ def test_a_graphrouteignore_that_cannot_be_read_fails_its_folder(tmp_path: Path)
             f"print(json.dumps(collect_files([Path({str(guarded.parent)!r})])[1]))")
     r = subprocess.run(as_a_user([sys.executable, "-c", code]), capture_output=True, text=True, timeout=60)
     assert json.loads(r.stdout) == [{"path": str(ignore), "reason": "cannot read file (Permission denied); its folder was not read"}], r.stderr
+
+
+def test_a_file_gone_from_an_indexed_folder_is_said_to_stay(index, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "ferry.md").write_text("# Ferry\n\nThe ferry leaves at noon every day.\n", encoding="utf-8")
+    (docs / "tram.md").write_text("# Tram\n\nThe tram runs every ten minutes.\n", encoding="utf-8")
+    code, report, _ = index(docs)
+    assert code == 0 and report["indexed"] == 2 and report["warnings"] == []
+    (docs / "tram.md").unlink()
+    code, report, _ = index(docs)
+    assert code == 0 and report["removed"] == 0 and report["documents"] == 2
+    assert report["warnings"] == ["1 document of this group came from files under these folders that are gone; "
+                                  "they stay in the group (--remove-missing removes them)"]
