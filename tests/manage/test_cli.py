@@ -74,7 +74,7 @@ def test_delete_refuses_without_yes_off_a_terminal(run) -> None:  # type: ignore
 
 def test_delete_with_yes(run) -> None:  # type: ignore[no-untyped-def]
     code, out, _ = run("delete", "--group", "g", "--document", "Lighthouse", "--yes")
-    assert code == 0 and "deleted 1 document(s) from group g; 2 documents" in out
+    assert code == 0 and "deleted 1 document from group g; 2 documents and " in out
     _, out, _ = run("documents", "--group", "g", "--json")
     assert [d["title"] for d in json.loads(out)["documents"]] == ["Harbour", "Orchard"]
     code, out, _ = run("delete", "--group", "h", "--yes", "--json")

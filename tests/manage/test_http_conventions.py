@@ -80,6 +80,12 @@ def test_errors_have_one_shape(server: tuple[str, Path]) -> None:
     r = httpx.post(f"{base}/query", json={"question": "q", "colour": "red"}, headers=auth, timeout=60)
     assert "colour" in r.json()["message"] and "red" not in r.json()["message"]  # names the field, not the input
     assert "POST" in httpx.delete(f"{base}/query", headers=auth).headers.get("allow", "")
+    # a body that is not JSON is a bad request, said where it breaks, without the body
+    broken = b'{"question":\n  "Who approves travel, "route": }'
+    r = httpx.post(f"{base}/query", content=broken, headers={**auth, "content-type": "application/json"}, timeout=60)
+    assert r.status_code == 400 and set(r.json()) == ERROR_KEYS and r.json()["error"] == "bad_json", r.text
+    assert r.json()["message"].startswith("the body is not valid JSON: ") and "at line 2, column " in r.json()["message"]
+    assert "approves" not in r.json()["message"]
 
 
 def test_docs_render_offline_in_chromium(server: tuple[str, Path], browser: Any) -> None:  # noqa: F811

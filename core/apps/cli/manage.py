@@ -122,13 +122,18 @@ def delete(
     _print_delete(result)
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
+
+
 def _print_delete(result: dict[str, Any]) -> None:
     if result.get("deleted_group"):
-        out.print(f"[bold]deleted[/] group {escape(result['group'])} ({result['documents']} documents)", highlight=False)
+        out.print(f"[bold]deleted[/] group {escape(result['group'])} ({_count(result['documents'], 'document')})",
+                  highlight=False)
         return
     out.print(
-        f"[bold]deleted[/] {len(result['deleted'])} document(s) from group {escape(result['group'])}; "
-        f"{result['documents']} documents, {result['sentences']} sentences remain",
+        f"[bold]deleted[/] {_count(len(result['deleted']), 'document')} from group {escape(result['group'])}; "
+        f"{_count(result['documents'], 'document')} and {_count(result['sentences'], 'sentence')} remain",
         highlight=False,
     )
     for w in result.get("warnings", []):

@@ -387,6 +387,19 @@ def validation_message(errors: Any) -> str:
     return "; ".join(parts) or "invalid request"
 
 
+def json_error_message(error: Any, body: Any) -> str:
+    """A body that is not JSON, said with the line and column where parsing stopped
+    (FastAPI gives the character offset), without the body itself."""
+    loc = tuple(error.get("loc", ()))
+    why = str((error.get("ctx") or {}).get("error") or "JSON decode error")
+    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body if isinstance(body, str) else None
+    if len(loc) == 2 and isinstance(loc[1], int) and text is not None:
+        before = text[: loc[1]]
+        line, column = before.count("\n") + 1, loc[1] - (before.rfind("\n") + 1) + 1
+        return f"the body is not valid JSON: {echo(why, 100)} at line {line}, column {column}"
+    return f"the body is not valid JSON: {echo(why, 100)}"
+
+
 def refuse_server_side(base: "ResolvedRoute", ov: Overrides) -> None:
     """A RouteConfigError when a request's overrides set a parameter marked
     :data:`~graphroute.core.api.stage.SERVER_SIDE` on a stage of ``base`` (the route as the
@@ -1001,6 +1014,8 @@ def create_app(config: "ServerConfig | None" = None, engine: "GraphRoute | None"
         # bad argument; a body that does not match the schema stays a 422
         if errors and all(tuple(e.get("loc", ()))[:1] == ("query",) for e in errors):
             return error_response(request, 400, "bad_parameter", validation_message(errors))
+        if errors and errors[0].get("type") == "json_invalid":  # not JSON at all: where it breaks
+            return error_response(request, 400, "bad_json", json_error_message(errors[0], exc.body))
         return error_response(request, 422, "invalid_request", validation_message(errors))
 
     @app.exception_handler(StarletteHTTPException)
