@@ -108,6 +108,7 @@ def test_unsupported_type_is_skipped_with_a_warning(index, tmp_path: Path) -> No
     code, report, err = index(docs)
     assert code == 0 and report["indexed"] == 1 and report["failed"] == []
     assert [Path(s["path"]).name for s in report["skipped"]] == ["photo.png"]
+    assert "warning: skipped" in err and "photo.png" in err  # stderr, with --json as without
     assert "unsupported file type '.png'" in report["skipped"][0]["reason"]
     code, out, err = index(docs, as_json=False)  # the human output: a warning on stderr, still exit 0
     assert code == 0 and "skipped 1" in out

@@ -266,9 +266,20 @@ def index(
         print(json.dumps(data, indent=2))
     else:
         _print_index_report(data)
+    _warn_index_problems(data)  # on stderr with --json too, as every warning is
     code = index_exit_code(data)
     if code:
         raise typer.Exit(code)
+
+
+def _warn_index_problems(data: dict[str, Any]) -> None:
+    """The files skipped or failed and the run's warnings, on stderr."""
+    for f in data.get("skipped", []):
+        warn(f"skipped {f['path']}: {f['reason']}")
+    for f in data.get("failed", []):
+        err.print(f"[bold red]failed[/] {escape(str(f['path']))}: {escape(str(f['reason']))}", highlight=False)
+    for w in data.get("warnings", []):
+        warn(str(w))
 
 
 def _print_index_report(data: dict[str, Any]) -> None:
@@ -284,12 +295,6 @@ def _print_index_report(data: dict[str, Any]) -> None:
         out.print(f"[dim]models loaded: {escape(loads)}[/]", highlight=False)
     for line in data.get("upgrades", []):
         out.print(f"group brought up to date: {escape(line)}", highlight=False)
-    for f in data.get("skipped", []):
-        warn(f"skipped {f['path']}: {f['reason']}")
-    for f in data.get("failed", []):
-        err.print(f"[bold red]failed[/] {escape(str(f['path']))}: {escape(str(f['reason']))}", highlight=False)
-    for w in data.get("warnings", []):
-        warn(str(w))
     if "sweep" in data:
         table = Table(title="RELATED_TO threshold sweep")
         for col in ("threshold", "edges", "density", "cross_document_ratio", "within_budget"):
