@@ -47,7 +47,8 @@ def require_group(store: GraphStore, group: str) -> None:
     known = store.groups()
     if group not in known:
         listed = ", ".join(known) if known else "none"
-        raise NotFoundError(f"group {group!r} not found in store '{store.location}' (groups: {listed})")
+        raise NotFoundError(f"group {group!r} not found in store '{store.location}' (groups: {listed}); "
+                            "a group exists once documents are indexed into it")
 
 
 def list_documents(store: GraphStore, group: str) -> list[dict[str, Any]]:

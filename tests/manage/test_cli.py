@@ -57,6 +57,7 @@ def test_groups_and_documents(run) -> None:  # type: ignore[no-untyped-def]
     assert code == 0 and "Lighthouse" in out and "indexed at" in out
     code, _, err = run("documents", "--group", "nope")
     assert code == 2 and "group 'nope' not found" in err and "g, h" in err
+    assert "a group exists once documents are indexed into it" in " ".join(err.split())
     # every command that names a group refuses one the store lacks, listing those it holds
     for command in (["query", "Who keeps the lighthouse?"], ["upgrade"], ["stats"]):
         code, _, err = run(*command, "--group", "nope")
