@@ -64,7 +64,7 @@ KIND_TITLES: dict[StageKind, str] = {
 # is written once, here, next to the generator that prints it. A test checks that every
 # field has either a description or a note, so a new field cannot go undocumented.
 FIELD_NOTES: dict[tuple[type[BaseModel], str], str] = {
-    (RouteConfig, "name"): "route name (defaults to the file name); what `--route` and `use` in benchmarks refer to",
+    (RouteConfig, "name"): "route name, carried by results and traces; `--route` finds a route by this name or by its file name",
     (RouteConfig, "description"): "free text shown by `graphroute routes` and `GET /routes`",
     (RouteConfig, "extends"): "another route (name or relative YAML path) to inherit; entries below patch its stages by `id`",
     (RouteConfig, "stages"): "the chain: stage entries and `parallel` blocks, run in order",

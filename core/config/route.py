@@ -174,6 +174,11 @@ def find_route(name_or_path: str) -> Path:
     named = [f for f in routes.values() if _declared_name(f) == name_or_path]
     if len(named) == 1:
         return named[0]
+    if named:
+        raise RouteConfigError(
+            f"route name {name_or_path!r} is declared by {len(named)} files: {', '.join(str(f) for f in named)}",
+            fix="name the route by its file name or path, or give the files distinct `name:`s",
+        )
     close = difflib.get_close_matches(name_or_path, list(routes), n=3)
     hint = f"did you mean {', '.join(close)}?" if close else f"known routes: {', '.join(routes)}"
     raise RouteConfigError(

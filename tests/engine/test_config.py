@@ -436,3 +436,17 @@ def test_disabling_a_block_names_the_block_as_the_fix(tmp_path: Path, registry: 
     with pytest.raises(RouteConfigError) as exc:
         load_route(str(p), registry, overrides=overrides_from_cli(disable=["retrieve"]), environ={})
     assert exc.value.stage == "keep" and "enable 'retrieve'" in (exc.value.fix or "")
+
+
+def test_a_name_two_route_files_declare_is_ambiguous(
+    tmp_path: Path, registry: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    for stem in ("first", "second"):
+        write(folder, stem, GOOD.replace("name: good", "name: shared"))
+    monkeypatch.setenv("GRAPHROUTE_ROUTES", str(folder))
+    with pytest.raises(RouteConfigError) as exc:
+        load_route("shared", registry, environ={})
+    assert "route name 'shared' is declared by 2 files" in exc.value.message
+    assert load_route("first", registry, environ={}).name == "shared"  # by its file name: no doubt
