@@ -271,12 +271,13 @@ class LocalPPR:
     rows_pushed: int = 0  # the rows of those nodes (the rest of rows_read only told a degree)
     eps: float = DEFAULT_PUSH_EPS  # the eps the push ended at
     ranked_error: float = 0.0  # Walk.certificate: the ranking's error bound, a share of the smallest ranked score
-    certified: bool = True  # ranked_error is within the tolerance asked for (or none was asked)
+    certified: bool | None = None  # ranked_error is within the tolerance asked for; None: none was asked
     counts_stopped: int = 0  # degrees left as a lower bound past the push threshold (a count stopped at a limit, or type degrees)
     in_database: bool = False  # the walk ran inside the database (GraphStore.push_pagerank)
     truncated: bool = False  # the walk stopped at MAX_PUSH_ROWS edges read
     spread_to: int = 0  # nodes given the remainder's share (spread_remainder)
     volume: float | None = None  # the typed graph's volume it was spread over
+    server_timings: dict[str, float] | None = None  # in the database: seeds_ms, walk_ms, server_ms
 
     @property
     def nodes_touched(self) -> int:
@@ -692,7 +693,7 @@ def push_pagerank(
         rows_pushed=int(walk.count[: len(pushed)][pushed].sum()),
         eps=eps,
         ranked_error=ranked_error,
-        certified=tolerance is None or ranked_error <= tolerance,
+        certified=None if tolerance is None else ranked_error <= tolerance,
         counts_stopped=walk.stopped,
     )
 
@@ -739,7 +740,7 @@ def push_in_database(
         ids=got.ids,
         labels=got.labels,
         scores=got.scores,
-        rounds=0,
+        rounds=int(st.get("rounds", 0)),  # a procedure older than the count says 0
         nodes_read=int(st.get("nodes_read", 0)),
         nodes_counted=int(st.get("nodes_counted", 0)),
         degrees_cached=0,
@@ -753,12 +754,13 @@ def push_in_database(
         nodes_pushed=int(st.get("nodes_read", 0)),
         eps=eps,
         ranked_error=l1 / min(floors) if floors else 0.0,  # 0 when nothing is ranked, as the client's
-        certified=True,
+        certified=None,  # it runs to eps and certifies nothing
         counts_stopped=int(st.get("counts_stopped", 0)),
         in_database=True,
         truncated=bool(st.get("truncated", False)),
         spread_to=int(st.get("spread_to", 0)),
         volume=float(plan["volume"]) if plan is not None else None,
+        server_timings={k: float(st[k]) for k in ("seeds_ms", "walk_ms", "server_ms") if k in st},
     )
 
 
@@ -987,5 +989,6 @@ def run_push(stage: PPR, state: QueryState, ctx: StageContext, seed_ids: Sequenc
             "entities_kept": len(chosen),
             "budget_mass": round(sum(float(scores[i]) for i in chosen) / max(ranked_mass, 1e-300), 4),
             "top": [{"entity": e.name or e.id, "score": round(e.score, 6)} for e in state.entities[:5]],
+            **(res.server_timings or {}),  # where the server's time went, for the in-database push
         }
     )

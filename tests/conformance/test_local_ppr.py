@@ -300,13 +300,20 @@ def test_the_server_push_and_the_client_push_rank_alike(store: GraphStore, group
         seeds = seeds_for(ents, k)
         for eps in (1e-3, 1e-4):
             ranked = {}
+            rounds = {}
             for engine in ("auto", "client"):
                 state, stats = run(store, group, seeds, solver="push", push_eps=eps, push_tolerance=None, top_k=10,
                                    budget=1.0, push_engine=engine, **paths)
                 assert ("inside the database" in str(stats["engine"])) == (engine == "auto")
+                assert stats["certified"] is None  # no tolerance asked: nothing certified, and said so
+                # the server's own timings reach the trace, the client's push has none
+                assert all(float(stats.get(k, 0)) > 0 for k in ("server_ms", "walk_ms")) == (engine == "auto")  # type: ignore[arg-type]
+                assert ("server_ms" in stats) == (engine == "auto")
+                rounds[engine] = stats["rounds"]
                 mass = state.node_scores
                 assert isinstance(mass, NodeMass)
                 ranked[engine] = ([(e.id, e.score) for e in state.entities], mass.top(10))
+            assert rounds["auto"] == rounds["client"] and int(rounds["auto"]) > 0, rounds  # type: ignore[call-overload]
             (server_ents, server_chunks), (client_ents, client_chunks) = ranked["auto"], ranked["client"]
             assert [e for e, _ in server_ents] == [e for e, _ in client_ents], (k, eps)
             assert [c for c, _ in server_chunks] == [c for c, _ in client_chunks], (k, eps)

@@ -263,6 +263,7 @@ public final class LocalPush {
         private long typedLookups;
         private long readsSkipped;
         private long pushes;
+        private long pushRounds; // rounds that pushed a node, as the client push counts them
         private long stoppedCounts;
         private boolean truncated;
 
@@ -622,6 +623,9 @@ public final class LocalPush {
                     pushedOnce[s] = true;
                 }
                 pushes += kept;
+                if (kept > 0) {
+                    pushRounds++;
+                }
                 for (int c = 0; c < kept; c++) {
                     int s = cand[c];
                     if (deg[s] <= 0) {
@@ -679,6 +683,7 @@ public final class LocalPush {
             stats.put("nodes_counted", (long) read); // a degree is known exactly once the edges are read
             stats.put("rows_read", rows);
             stats.put("pushes", pushes);
+            stats.put("rounds", pushRounds);
             stats.put("counts_stopped", stoppedCounts);
             stats.put("rows_stopped", rowsStopped);
             stats.put("degrees_looked_up", typedLookups);
