@@ -145,6 +145,8 @@ NAME_INDEX, TITLE_INDEX = "gr_entity_names", "gr_section_titles"
 # like SENTENCE_TEXT_FLAG); without it the seed stages read the group in the client.
 NAMES_FLAG = "name_index"
 NAME_SCAN = 20_000  # index hits (of every group) an outer-name or title look-up ranks at most
+# GRMeta flag: the group was deleted (its meta node stays; any write clears the flag)
+DELETED_FLAG = "deleted"
 _META_MERGE = (  # wherever the meta node may be made
     f"MERGE (m:GRMeta {{group: $g}}) ON CREATE SET m.{SENTENCE_TEXT_FLAG} = true, m.{NAMES_FLAG} = true"
 )
@@ -649,7 +651,7 @@ class Neo4jStore(GraphStore):
         meta node alone; the driver retries after ~1 s), which ``write_batches`` avoids by
         writing its first batch alone."""
         tx.run(
-            f"{_META_MERGE} SET m.version = coalesce(m.version, 0) "
+            f"{_META_MERGE} SET m.version = coalesce(m.version, 0), m.{DELETED_FLAG} = null "
             "WITH m MERGE (c:GRCounter {id: 0}) SET c.value = coalesce(c.value, 0) + 1 "
             "SET m.version = c.value",
             g=group,
@@ -1074,6 +1076,9 @@ class Neo4jStore(GraphStore):
                 g=group,
             ).consume()
             self._bump(tx, group)
+            # the node stays (its version keeps rising if the group is written again); marked,
+            # so another group is still counted as alone on the server (count_texts)
+            tx.run(f"MATCH (m:GRMeta {{group: $g}}) SET m.{DELETED_FLAG} = true", g=group).consume()
 
         self._write_tx("delete_group", work)
 
@@ -1725,11 +1730,11 @@ class Neo4jStore(GraphStore):
         if not asked:
             return out
         # A group alone on its server counts every hit without reading each one's group
-        # (half the time of a count at a million sentences); deleted groups keep their GRMeta,
-        # so a server that ever held another group filters.
+        # (half the time of a count at a million sentences); a deleted group's GRMeta is
+        # marked, and does not count.
         rows = self._query(
             "full-text count",
-            "OPTIONAL MATCH (m:GRMeta) WITH collect(m.group) = [$g] AS alone "
+            f"OPTIONAL MATCH (m:GRMeta) WHERE m.{DELETED_FLAG} IS NULL WITH collect(m.group) = [$g] AS alone "
             f"UNWIND $asked AS a CALL (a, alone) {{ CALL db.index.fulltext.queryNodes('{TEXT_INDEXES[str(label)][1]}', a.q) "
             "YIELD node WHERE alone OR node.group = $g RETURN count(node) AS c } RETURN a.i AS i, c",
             asked=asked, g=group,
