@@ -93,7 +93,7 @@ def delete(
 
         docs = documents_to_delete(gr.store, group, document)
         names = ", ".join(f"{d['title'] or d['id']} ({d['id']})" for d in docs)
-        what = f"{len(docs)} document(s) from group {group!r}: {names}"
+        what = f"{_count(len(docs), 'document')} from group {group!r}: {names}"
     # finishing an interrupted delete's index steps deletes nothing more: no confirmation
     if not yes and (document is None or docs):
         if not sys.stdin.isatty():

@@ -84,7 +84,12 @@ def _print(result: dict[str, Any], as_json: bool, out_file: Path | None) -> None
     if out_file is not None:
         out_file.parent.mkdir(parents=True, exist_ok=True)
         out_file.write_text(text, encoding="utf-8")
-    print(text if as_json else json.dumps(_brief(result), indent=2))
+    if as_json:
+        print(text)
+    else:  # for people: the brief figures as indented lines (--json and --out have everything)
+        import yaml
+
+        print(yaml.safe_dump(_brief(result), sort_keys=False, allow_unicode=True, width=120), end="")
 
 
 def _brief(result: dict[str, Any]) -> dict[str, Any]:
