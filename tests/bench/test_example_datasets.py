@@ -6,6 +6,7 @@ that makes the MuSiQue negatives set."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 from collections import Counter
 from pathlib import Path
@@ -69,9 +70,9 @@ def test_vellumdrift_questions_paraphrase_their_gold_pages() -> None:
             assert not runs & _five_word_runs(ds.corpus[i].text), (q.id, ds.corpus[i].title)
 
 
-def _script() -> ModuleType:
-    path = ROOT / "musique_negatives" / "make_negatives.py"
-    spec = importlib.util.spec_from_file_location("make_negatives", path)
+def _script(rel: str = "musique_negatives/make_negatives.py") -> ModuleType:
+    path = ROOT / rel
+    spec = importlib.util.spec_from_file_location(path.stem, path)
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -128,3 +129,55 @@ def test_markdown_profiles_are_the_default_but_for_the_reading(name: str, chunk_
     keep = {"name", "description", "loaders", "parse"}
     assert md.model_dump(exclude=keep) == default.model_dump(exclude=keep)
     assert md.parse.model_dump(exclude={"chunk_sections"}) == default.parse.model_dump(exclude={"chunk_sections"})
+
+
+PYDOCS_PAGE = """<html><head><title>zipfile \u2014 Work with ZIP archives \u2014 Python 3.11 documentation</title></head>
+<body><div class="body"><section id="zipfile">
+<h1>zipfile \u2014 Work with ZIP archives<a class="headerlink" href="#zipfile">\u00b6</a></h1>
+<p>The ZIP file format is a common archive and compression standard. This module provides tools to create,
+read, write, append, and list a ZIP file, and it works with archives of any size that the format allows.</p>
+<div class="highlight-python3"><pre>import zipfile</pre></div>
+<section id="zipfile-objects"><h2>ZipFile Objects</h2>
+<dl class="py class"><dt id="zipfile.ZipFile">class zipfile.ZipFile(file, mode='r')</dt>
+<dd><p>Open a ZIP file, where file can be a path to a file or a file-like object. The mode parameter should be
+'r' to read an existing file, 'w' to truncate and write a new file, or 'a' to append.</p></dd></dl>
+<table><tr><td>Mode</td><td>Meaning</td></tr><tr><td>x</td><td>create and write a new file only</td></tr></table>
+</section>
+<section id="notes"><h2>Notes</h2><p>Too short to keep.</p></section>
+</section></div></body></html>"""
+
+
+def test_pydocs_builder_cuts_a_page_into_its_sections(tmp_path: Path) -> None:
+    build = _script("pydocs/build_corpus.py")
+    html = tmp_path / "html"
+    (html / "library").mkdir(parents=True)
+    (html / "library" / "zipfile.html").write_text(PYDOCS_PAGE, encoding="utf-8")
+    (html / "library" / "zipfile-copy.html").write_text(PYDOCS_PAGE, encoding="utf-8")  # the same titles again
+    (html / "genindex-Z.html").write_text(PYDOCS_PAGE, encoding="utf-8")  # an index page: left out
+    corpus = build.build(html)
+    titles = [p["title"] for p in corpus]
+    page = "zipfile \u2014 Work with ZIP archives"
+    # a repeated title takes its parent section's heading, or (the page's own) a counter
+    assert titles == [page, f"{page}: ZipFile Objects", f"{page} (2)", f"{page}: ZipFile Objects (2)"]
+    top, objects = corpus[0]["text"], corpus[1]["text"]
+    assert "common archive" in top and "import zipfile" not in top and "ZipFile Objects" not in top  # no code, no subsection
+    assert "\u00b6" not in top
+    signature, description = objects.split("\n\n")[:2]
+    assert signature == "class zipfile.ZipFile(file, mode='r')" and description.startswith("Open a ZIP file")
+    assert "x | create and write a new file only" in objects  # a table row, its cells joined
+    assert all(len(p["text"].split()) >= build.MIN_WORDS for p in corpus)  # "Notes" is too short
+
+
+def test_pydocs_questions_follow_their_rules_on_a_corpus_shaped_like_theirs() -> None:
+    check = _script("pydocs/check_questions.py")
+    questions = json.loads((ROOT / "pydocs" / "questions.json").read_text(encoding="utf-8"))
+    assert Counter(q["type"] for q in questions) == {"single": 45, "multi": 20, "near_miss": 15, "off_topic": 10}
+    # the corpus itself is built from Debian's python3.11-doc (README); here, one that holds
+    # each gold passage as the answer's sentence, which the rules that need no real text pass
+    titles = {g for q in questions for g in q.get("gold", [])}
+    corpus = [{"title": t, "text": " ".join(f"{q['answer']}." for q in questions if t in q.get("gold", []))}
+              for t in sorted(titles)]
+    found = check.violations(corpus, questions)
+    assert found == [], found[:5]
+    broken = [dict(questions[0], answer="NoSuchAnswer", aliases=[]), dict(questions[-16], absent=[])]
+    assert [v.split(":")[0] for v in check.violations(corpus, broken)] == [questions[0]["id"], questions[-16]["id"]]
