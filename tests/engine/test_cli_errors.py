@@ -143,3 +143,28 @@ def test_a_folder_named_like_an_address_that_exists_is_still_a_folder(tmp_path: 
         assert store.backend == "embedded"
     finally:
         store.close()
+
+
+def _unwound() -> Exception:
+    """What a library stopped by Ctrl+C inside a read may raise while unwinding: its own
+    error, with the KeyboardInterrupt as its context (the Neo4j driver: a BufferError)."""
+    try:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            raise BufferError("Existing exports of data: object cannot be re-sized")  # noqa: B904
+    except BufferError as exc:
+        return exc
+
+
+def test_an_error_raised_while_ctrl_c_unwinds_is_an_interruption() -> None:
+    from graphroute.core.apps.cli.main import interrupted, on_interrupt
+    from graphroute.core.errors import EXIT_INTERRUPTED, IndexCancelled, exit_code_for
+
+    unwound = _unwound()
+    assert interrupted(unwound) and interrupted(KeyboardInterrupt()) and not interrupted(BufferError("x"))
+    with pytest.raises(IndexCancelled, match="run it again") as stopped, on_interrupt("run it again"):
+        raise unwound
+    assert exit_code_for(stopped.value) == EXIT_INTERRUPTED
+    with pytest.raises(BufferError), on_interrupt("run it again"):  # an error of its own stays what it is
+        raise BufferError("x")

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import typer
 from graphroute.core.api.constants import DEFAULT_ROUTE
 from graphroute.core.api.models import QueryResult
-from graphroute.core.apps.cli.main import engine, err, out, warn
+from graphroute.core.apps.cli.main import engine, err, on_interrupt, out, warn
 from graphroute.core.apps.options import (
     DisableOpt,
     EnableOpt,
@@ -237,21 +237,19 @@ def index(
     as_json: JsonOpt = False,
 ) -> None:
     """Index documents: load, parse into the skeleton, embed, build edges and the entity graph."""
-    from graphroute.core.errors import IndexCancelled, IndexProfileError, StoreUnavailableError
+    from graphroute.core.errors import IndexProfileError, StoreUnavailableError
     from graphroute.core.index.manage import check_group_name
     from graphroute.core.index.pipeline import index_exit_code
 
     gr = engine(store, group)
     check_group_name(gr.store, gr.group)
     try:
-        report = gr.index(paths, profile=profile, remove_missing=remove_missing)
+        # each write is atomic, and the run is marked pending until its steps finish
+        with on_interrupt("what was written so far stays indexed and can be queried; run the same "
+                          "`graphroute index` again to finish"):
+            report = gr.index(paths, profile=profile, remove_missing=remove_missing)
     except IndexProfileError as exc:  # a config problem, like a bad route: exit 2
         raise UserError(f"index profile error: {exc}", code=2) from None
-    except KeyboardInterrupt:  # each write is atomic, and the run is marked pending until its steps finish
-        raise IndexCancelled(
-            "what was written so far stays indexed and can be queried; run the same `graphroute index` again "
-            "to finish"
-        ) from None
     except StoreUnavailableError as exc:  # the server went away mid-run: as atomic, and as pending
         raise StoreUnavailableError(
             f"{exc}\nwhat was written so far stays indexed; once the store answers again, run the same "

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Annotated, Any, NoReturn
 
 import typer
@@ -89,6 +91,34 @@ def _global_options(
         os.environ["NEO4J_USER"] = neo4j_user
     if neo4j_password:
         os.environ["NEO4J_PASSWORD"] = neo4j_password
+
+
+def interrupted(exc: BaseException) -> bool:
+    """Whether ``exc`` is Ctrl+C, or an error raised while Ctrl+C unwound a library call (the
+    Neo4j driver, stopped inside a read, can raise a BufferError whose context is the
+    KeyboardInterrupt)."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        if isinstance(cur, KeyboardInterrupt):
+            return True
+        seen.add(id(cur))
+        cur = cur.__cause__ or cur.__context__
+    return False
+
+
+@contextmanager
+def on_interrupt(message: str) -> Iterator[None]:
+    """Ctrl+C inside the block ends the command with :class:`IndexCancelled` (``message``:
+    what was kept and how to finish), however the interrupted call unwinds."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        raise IndexCancelled(message) from None
+    except Exception as exc:
+        if interrupted(exc):
+            raise IndexCancelled(message) from None
+        raise
 
 
 def engine(store: str | None, group: str | None, *, create: bool = True) -> Any:
@@ -182,6 +212,9 @@ def main(argv: list[str] | None = None) -> None:
             sys.exit(int(getattr(exc, "exit_code", EXIT_USER)))
         if isinstance(exc, click.exceptions.Abort | typer.Abort):
             sys.exit(1)
+        if interrupted(exc) and not debug:
+            err.print("interrupted")
+            sys.exit(EXIT_INTERRUPTED)
         if debug:
             raise
         err.print(f"[bold red]error:[/] {type(exc).__name__}: {escape(str(exc))}", highlight=False, soft_wrap=True)

@@ -12,9 +12,9 @@ import sys
 from typing import Annotated, Any
 
 import typer
-from graphroute.core.apps.cli.main import engine, err, out, warn
+from graphroute.core.apps.cli.main import engine, err, on_interrupt, out, warn
 from graphroute.core.apps.options import JsonOpt, StoreOpt
-from graphroute.core.errors import IndexCancelled, UserError
+from graphroute.core.errors import UserError
 from graphroute.core.hookspecs import hookimpl
 from rich.markup import escape
 from rich.table import Table
@@ -101,21 +101,17 @@ def delete(
         if not typer.confirm(f"Delete {what}?", default=False, err=True):
             err.print("nothing deleted")
             raise typer.Exit(1)
-    try:
+    # A store may delete a large group in several transactions (Neo4j: 5,000 nodes each), so a
+    # stopped delete can leave part of the group; only running it again empties it.
+    stopped = (
+        f"group {group!r} may be partly deleted (what is left of it is not a whole index); "
+        "run the same `graphroute delete` again to finish" if document is None else
+        "the document may already be deleted, its derived layers not yet updated; run the same "
+        "`graphroute delete` again to finish"
+    )
+    with on_interrupt(stopped):
         # the documents confirmed: resolving the name again could find one indexed since
         result = gr.delete(group, document, ids=None if document is None else [d["id"] for d in docs])
-    except KeyboardInterrupt:
-        # A store may delete a large group in several transactions (Neo4j: 5,000 nodes each),
-        # so a stopped delete can leave part of the group; only running it again empties it.
-        if document is None:
-            raise IndexCancelled(
-                f"group {group!r} may be partly deleted (what is left of it is not a whole index); "
-                "run the same `graphroute delete` again to finish"
-            ) from None
-        raise IndexCancelled(
-            "the document may already be deleted, its derived layers not yet updated; run the same "
-            "`graphroute delete` again to finish"
-        ) from None
     if as_json:
         print(json.dumps(result, indent=2, ensure_ascii=False))
         return
