@@ -360,16 +360,8 @@ def _apply_extends(parent: RouteConfig, child: RouteConfig) -> RouteConfig:
                 file=child.source, line=ce.line, stage=ce.key,
                 fix=f"{hint}its stage ids: {', '.join(ids)}; to add a new stage, name it with `use:`",
             )
-        anchor = ce.after or ce.before
-        if anchor is not None:
-            j = index_of(anchor)
-            if j is None:
-                raise RouteConfigError(
-                    f"`{'after' if ce.after else 'before'}: {anchor}` names no top-level stage of the parent route",
-                    file=child.source, line=ce.line, stage=ce.key,
-                    fix=f"use one of: {', '.join(e.key for e in entries)}",
-                )
-            entries.insert(j + 1 if ce.after else j, ce)
+        if ce.after or ce.before:
+            _place(entries, ce, ce, child)
         else:
             entries.append(ce)
     return RouteConfig(
@@ -383,23 +375,26 @@ def _apply_extends(parent: RouteConfig, child: RouteConfig) -> RouteConfig:
 
 def _move(entries: list[Entry], i: int | None, ce: StageSpec, child: RouteConfig) -> None:
     """Move the patched top-level entry ``entries[i]`` to ``ce``'s ``after``/``before``."""
-    anchor = ce.after or ce.before
-    where = "after" if ce.after else "before"
     if i is None:
         raise RouteConfigError(
-            f"`{where}: {anchor}` cannot move '{ce.key}': it is inside a parallel block of the parent route",
+            f"`{'after' if ce.after else 'before'}: {ce.after or ce.before}` cannot move '{ce.key}': it is inside a parallel block of the parent route",
             file=child.source, line=ce.line, stage=ce.key,
             fix="patch it where it is (drop `after`/`before`), or disable it and add a stage under a new id",
         )
-    moved = entries.pop(i)
+    _place(entries, entries.pop(i), ce, child)
+
+
+def _place(entries: list[Entry], entry: Entry, ce: Entry, child: RouteConfig) -> None:
+    """Insert ``entry`` at the top-level stage ``ce``'s ``after``/``before`` names."""
+    anchor = ce.after or ce.before
     j = next((k for k, e in enumerate(entries) if e.key == anchor), None)
     if j is None:
         raise RouteConfigError(
-            f"`{where}: {anchor}` names no top-level stage of the parent route",
+            f"`{'after' if ce.after else 'before'}: {anchor}` names no top-level stage of the parent route",
             file=child.source, line=ce.line, stage=ce.key,
             fix=f"use one of: {', '.join(e.key for e in entries)}",
         )
-    entries.insert(j + 1 if ce.after else j, moved)
+    entries.insert(j + 1 if ce.after else j, entry)
 
 
 def check_unique_ids(cfg: RouteConfig) -> None:
