@@ -308,12 +308,6 @@ def _apply_extends(parent: RouteConfig, child: RouteConfig) -> RouteConfig:
     ``after``/``before`` or appended."""
     entries: list[Entry] = [e.model_copy(deep=True) for e in parent.stages]
 
-    def index_of(stage_id: str) -> int | None:
-        for i, e in enumerate(entries):
-            if e.key == stage_id:
-                return i
-        return None
-
     def find_nested(stage_id: str) -> StageSpec | None:
         for e in entries:
             if isinstance(e, ParallelSpec):
@@ -325,7 +319,7 @@ def _apply_extends(parent: RouteConfig, child: RouteConfig) -> RouteConfig:
 
     for ce in child.stages:
         target: Entry | None = None
-        i = index_of(ce.key)
+        i = _index_of(entries, ce.key)
         if i is not None:
             target = entries[i]
         elif isinstance(ce, StageSpec):
@@ -373,6 +367,11 @@ def _apply_extends(parent: RouteConfig, child: RouteConfig) -> RouteConfig:
     )
 
 
+def _index_of(entries: list[Entry], key: str | None) -> int | None:
+    """Where the top-level entry with id ``key`` stands in ``entries``."""
+    return next((i for i, e in enumerate(entries) if e.key == key), None)
+
+
 def _move(entries: list[Entry], i: int | None, ce: StageSpec, child: RouteConfig) -> None:
     """Move the patched top-level entry ``entries[i]`` to ``ce``'s ``after``/``before``."""
     if i is None:
@@ -387,7 +386,7 @@ def _move(entries: list[Entry], i: int | None, ce: StageSpec, child: RouteConfig
 def _place(entries: list[Entry], entry: Entry, ce: Entry, child: RouteConfig) -> None:
     """Insert ``entry`` at the top-level stage ``ce``'s ``after``/``before`` names."""
     anchor = ce.after or ce.before
-    j = next((k for k, e in enumerate(entries) if e.key == anchor), None)
+    j = _index_of(entries, anchor)
     if j is None:
         raise RouteConfigError(
             f"`{'after' if ce.after else 'before'}: {anchor}` names no top-level stage of the parent route",
