@@ -371,22 +371,21 @@ class Indexer:
 
         # ---- removed documents
         to_remove: list[str] = [did for did in dict.fromkeys(remove) if did in documents]
+        # each document's file (a JSON corpus entry's source is "file#entry")
+        sources = {did: str(info.get("source", "")).split("#", 1)[0] for did, info in documents.items()}
         if remove_missing:
-            for did, info in documents.items():
-                src = str(info.get("source", ""))
-                file_part = src.split("#", 1)[0]
+            for did, file_part in sources.items():
                 gone = is_gone(Path(file_part))
                 dropped = file_part in loaded_files and did not in yielded
                 if (gone or dropped) and did not in to_remove:
                     to_remove.append(did)
         else:  # said, or a deleted file's text keeps answering with no hint why
             folders = [Path(os.path.abspath(p)) for p in paths if p in walked]
-            stale = [did for did, info in documents.items()
-                     if (f := Path(os.path.abspath(str(info.get("source", "")).split("#", 1)[0])))
-                     and any(f.is_relative_to(d) for d in folders) and is_gone(f)]
+            under = (Path(os.path.abspath(f)) for f in sources.values())
+            stale = sum(1 for f in under if any(f.is_relative_to(d) for d in folders) and is_gone(f))
             if stale:
                 report.warnings.append(
-                    f"{len(stale)} document{'s' if len(stale) != 1 else ''} of this group came from files under "
+                    f"{stale} document{'s' if stale != 1 else ''} of this group came from files under "
                     "these folders that are gone; they stay in the group (--remove-missing removes them)"
                 )
 
