@@ -739,6 +739,7 @@ def ablate(
     rule: VerdictRule | None = None,
     stages: Sequence[str] = (),
     progress: bool = True,
+    plan: tuple[list[str], list[str], dict[str, bool]] | None = None,
 ) -> dict[str, Any]:
     """The reference's sequential experiment: every toggleable stage (the denoisers, or the
     ``stages`` named) off, then each one enabled in route order, measured, KEEP, REVERT or
@@ -749,9 +750,10 @@ def ablate(
     so both latencies come from the same stretch of the run: comparing with the current
     state's earlier run read every step as faster while the machine warmed up. A step whose
     trial runs exactly what the current state runs (the stage sits in a disabled parallel
-    block, say) is not run: it is SAME, with the reason."""
+    block, say) is not run: it is SAME, with the reason. ``plan``: :func:`ablation_plan`'s
+    answer for the same route, base and stages, when the caller has it already."""
     rule = rule or VerdictRule()
-    toggles, required, given = ablation_plan(runner, route, base, stages)
+    toggles, required, given = plan or ablation_plan(runner, route, base, stages)
     candidates = [s for s in toggles if s not in required]
     state: dict[str, bool] = dict.fromkeys(candidates, False)
     current = Variant("baseline (all off)", route, _with_toggles(base, state))

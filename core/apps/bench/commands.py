@@ -287,9 +287,10 @@ def ablate(
     dataset = _load(questions, corpus, limit, answerable_only)
     runner = _runner(dataset, store, profile, out_dir)
     try:
-        ablation_plan(runner, route, None if base.is_empty() else base, stage or ())  # checks the route and --stage
+        given = None if base.is_empty() else base
+        plan = ablation_plan(runner, route, given, stage or ())  # checks the route and --stage before indexing
         _prepare(runner)
-        result = run_ablation(runner, route, base=None if base.is_empty() else base, rule=rule, stages=stage or ())
+        result = run_ablation(runner, route, base=given, rule=rule, stages=stage or (), plan=plan)
     finally:
         runner.close()
     if out_dir is not None:
