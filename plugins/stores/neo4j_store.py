@@ -640,8 +640,9 @@ class Neo4jStore(GraphStore):
 
     # ------------------------------------------------------------------ version
     @staticmethod
-    def _bump(tx: ManagedTransaction, group: str) -> None:
-        """The group's new version from the global counter, as the transaction's last write.
+    def _bump(tx: ManagedTransaction, group: str, *, deleted: bool = False) -> None:
+        """The group's new version from the global counter, as the transaction's last write;
+        the meta node is marked deleted by a group's delete and unmarked by any other write.
 
         Lock order: the first ``SET`` only takes the lock on the group's ``GRMeta``, so every
         transaction locks it before the ``GRCounter``, the order ``_check_dim`` (which writes
@@ -651,10 +652,10 @@ class Neo4jStore(GraphStore):
         meta node alone; the driver retries after ~1 s), which ``write_batches`` avoids by
         writing its first batch alone."""
         tx.run(
-            f"{_META_MERGE} SET m.version = coalesce(m.version, 0), m.{DELETED_FLAG} = null "
+            f"{_META_MERGE} SET m.version = coalesce(m.version, 0), m.{DELETED_FLAG} = $deleted "
             "WITH m MERGE (c:GRCounter {id: 0}) SET c.value = coalesce(c.value, 0) + 1 "
             "SET m.version = c.value",
-            g=group,
+            g=group, deleted=True if deleted else None,
         ).consume()
 
     # ------------------------------------------------------------------ groups and metadata
@@ -1075,10 +1076,9 @@ class Neo4jStore(GraphStore):
                 f"FOREACH (k IN ks | SET m[k] = null) SET m.{SENTENCE_TEXT_FLAG} = true, m.{NAMES_FLAG} = true",
                 g=group,
             ).consume()
-            self._bump(tx, group)
             # the node stays (its version keeps rising if the group is written again); marked,
             # so another group is still counted as alone on the server (count_texts)
-            tx.run(f"MATCH (m:GRMeta {{group: $g}}) SET m.{DELETED_FLAG} = true", g=group).consume()
+            self._bump(tx, group, deleted=True)
 
         self._write_tx("delete_group", work)
 
