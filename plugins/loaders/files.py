@@ -368,9 +368,10 @@ class MarkdownLoader(Loader):
         # a leading H1 is then the first section, unless it repeats that title
         given = kvps.get("title")
         title, promoted = promote_title(blocks, given or humanize_stem(path))
-        if not given or title == given:
+        if given and title != given:  # the H1 names a section under the given title
+            title = given
+        else:
             blocks = promoted
-        title = given or title
         blocks = [Block(kind="kvp", text=f"{k}: {v}") for k, v in kvps.items()] + blocks
         ensure_content(path, blocks)
         yield make_doc(title, str(path), blocks, text, **encoding_metadata(encoding))
